@@ -1,0 +1,63 @@
+#pragma once
+// One copy of SimpleNet on one device (a CPU thread, or a GPU), with everything that copy owns: parameters,
+// gradients, optimiser state, activations and the data set. The trainer drives replicas only through this
+// interface, so that the data-parallel logic is the same for every backend.
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "kernels/sgd.hpp"
+
+namespace mnistdp {
+
+struct EvalResult {
+  double loss_sum = 0.0;  // sum of the per-sample losses
+  long correct = 0;       // samples whose argmax is the label
+  long count = 0;
+
+  double mean_loss() const { return count ? loss_sum / static_cast<double>(count) : 0.0; }
+  double accuracy() const { return count ? static_cast<double>(correct) / static_cast<double>(count) : 0.0; }
+};
+
+class Replica {
+ public:
+  virtual ~Replica() = default;
+  Replica() = default;
+  Replica(const Replica&) = delete;
+  Replica& operator=(const Replica&) = delete;
+
+  // What and where this replica is, for logs: "cpu", "cuda:0 NVIDIA H200".
+  virtual std::string description() const = 0;
+
+  // params: [ParamLayout::kCount] host memory, copied in or out.
+  virtual void load_parameters(std::span<const float> params) = 0;
+  virtual void store_parameters(std::span<float> params) const = 0;
+  // momentum: [ParamLayout::kCount]; empty until the first step with momentum (as in torch.optim.SGD).
+  virtual void load_momentum(std::span<const float> momentum) = 0;
+  virtual void store_momentum(std::span<float> momentum) const = 0;
+  virtual bool has_momentum() const = 0;
+
+  // The epoch's order of training rows: the same permutation on every replica.
+  virtual void set_epoch_order(std::span<const std::int32_t> order) = 0;
+
+  // Forward and backward over rows order[first, first + count) of the training set. Gradients are scaled by
+  // 1 / global_batch (not 1 / count), so that summing the replicas' buffers gives the gradient of the global
+  // batch's mean loss. Writes the gradient buffer, [ParamLayout::kGradCount], loss sum in its last slot.
+  // count may be 0: the buffer is then zeros.
+  virtual void compute_gradients(int first, int count, int global_batch) = 0;
+
+  // The gradient buffer, after compute_gradients and after the all-reduce (host memory for CPU replicas,
+  // device memory for GPU replicas).
+  virtual float* gradient_buffer() = 0;
+
+  // One torch.optim.SGD step with the gradient buffer as it stands (all-reduced by then).
+  virtual void sgd_step(const SgdConfig& cfg) = 0;
+
+  // The loss sum in the gradient buffer (after the all-reduce: of the global batch). May wait for the device.
+  virtual float loss_sum() = 0;
+
+  // Test-set loss and accuracy with the current parameters. Waits for the device.
+  virtual EvalResult evaluate() = 0;
+};
+
+}  // namespace mnistdp
