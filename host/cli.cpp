@@ -1,1 +1,136 @@
-// placeholder, being written
+#include "host/cli.hpp"
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+#include <cmath>
+#include <sstream>
+#include <string_view>
+
+#include "host/train_command.hpp"
+#include "mnist_io/idx.hpp"
+
+namespace mnistdp {
+
+namespace {
+
+constexpr const char* kVersion = "mnist-dp 0.1.0";
+
+// CLI11's number checks let "nan" and "inf" through; a learning rate of NaN is never what anyone meant.
+const CLI::Validator kFinite(
+    [](std::string& value) -> std::string {
+      try {
+        if (!std::isfinite(std::stod(value))) return "must be a finite number, got " + value;
+      } catch (const std::exception&) {
+        return "must be a number, got " + value;
+      }
+      return {};
+    },
+    "FINITE");
+
+void add_train_options(CLI::App& train, TrainOptions& o) {
+  TrainConfig& t = o.train;
+  train.add_option(
+      "--data", o.data,
+      "Folder with the four MNIST files (raw or .gz), or a torchvision root holding MNIST/raw or "
+      "FashionMNIST/raw. Default: ./data, then /usr/share/datasets/fashion-mnist");
+  train.add_option("--epochs", t.epochs, "Passes over the training set")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  train.add_option("--batch-size", t.batch_size, "Global batch size, split across the replicas")
+      ->check(CLI::Range(1, 60000))
+      ->capture_default_str();
+  train.add_option("--lr", t.sgd.lr, "Learning rate")
+      ->check(kFinite & CLI::NonNegativeNumber)
+      ->capture_default_str();
+  train.add_option("--momentum", t.sgd.momentum, "SGD momentum (torch.optim.SGD's)")
+      ->check(kFinite & CLI::NonNegativeNumber)
+      ->capture_default_str();
+  train.add_option("--dampening", t.sgd.dampening, "Dampening of the momentum")
+      ->check(kFinite & CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  train.add_option("--weight-decay", t.sgd.weight_decay, "L2 penalty added to the gradient")
+      ->check(kFinite & CLI::NonNegativeNumber)
+      ->capture_default_str();
+  train.add_flag("--nesterov", t.sgd.nesterov, "Nesterov momentum (needs --momentum > 0 and no dampening)");
+  train.add_option("--seed", t.seed, "Seed of the initial parameters and of every epoch's shuffle")
+      ->capture_default_str();
+  train.add_option("--log-interval", t.log_interval, "Print the loss every this many steps")
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
+  train.add_option("--max-steps", t.max_steps, "Stop after this many steps in all (0: no limit)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  train.add_option("--threads", o.threads, "CPU threads for the matrix products on the CPU path")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  train.add_option("--device", o.device, "Where to train: auto (a GPU when one is usable), cpu or cuda")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
+      ->capture_default_str();
+  train.add_option("--gemm", o.gemm, "CUDA matrix product: naive, tiled, blocked (fastest) or cublas")
+      ->check(CLI::IsMember({"naive", "tiled", "blocked", "cublas"}))
+      ->capture_default_str();
+  train.add_option("--metrics", o.metrics, "Write metrics as JSON lines to this file");
+  train.add_flag_callback(
+      "--progress", [&o] { o.progress = ProgressMode::On; },
+      "Show a progress line (default: only when the output is a terminal)");
+  train.add_flag_callback(
+      "--no-progress", [&o] { o.progress = ProgressMode::Off; }, "Never show a progress line");
+}
+
+void check_consistency(const TrainOptions& o) {
+  if (o.train.sgd.nesterov && (o.train.sgd.momentum <= 0.0f || o.train.sgd.dampening != 0.0f))
+    throw UsageError(
+        "--nesterov needs --momentum greater than 0 and --dampening 0 (as torch.optim.SGD requires)");
+}
+
+}  // namespace
+
+CommandLine parse_command_line(int argc, const char* const* argv) {
+  CommandLine result;
+  CLI::App app{"mnist-dp: SimpleNet (784-256-10) trained data-parallel, by hand, in CUDA C++ and C++"};
+  app.set_version_flag("--version", kVersion);
+  app.require_subcommand(1);
+  CLI::App* train = app.add_subcommand("train", "Train SimpleNet as the reference PyTorch program does");
+  add_train_options(*train, result.train);
+  // CLI11 would report a mistyped command only as "a subcommand is required"; name it instead.
+  if (argc >= 2 && argv[1][0] != '-' && std::string_view(argv[1]) != train->get_name())
+    throw UsageError(fmt::format(
+        "unknown command '{}'; the command is: train\nRun 'mnist-dp --help' for the options.", argv[1]));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    std::ostringstream out, err;
+    if (app.exit(e, out, err) == 0) {
+      result.text = out.str();
+      return result;
+    }
+    std::string message = e.what();
+    throw UsageError(fmt::format("{}\nRun 'mnist-dp {}--help' for the options.", message,
+                                 train->parsed() ? "train " : ""));
+  }
+  check_consistency(result.train);
+  result.action = CommandLine::Action::Train;
+  return result;
+}
+
+int run_cli(int argc, const char* const* argv) {
+  try {
+    const CommandLine command = parse_command_line(argc, argv);
+    if (command.action == CommandLine::Action::Exit) {
+      fmt::print("{}", command.text);
+      return 0;
+    }
+    return run_train(command.train);
+  } catch (const UsageError& e) {
+    fmt::print(stderr, "mnist-dp: {}\n", e.what());
+    return 2;
+  } catch (const DataError& e) {
+    fmt::print(stderr, "mnist-dp: data error: {}\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "mnist-dp: error: {}\n", e.what());
+    return 1;
+  }
+}
+
+}  // namespace mnistdp

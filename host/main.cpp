@@ -1,1 +1,5 @@
-int main() { return 0; }
+#include "host/cli.hpp"
+
+int main(int argc, char** argv) {
+  return mnistdp::run_cli(argc, argv);
+}

@@ -10,11 +10,11 @@ struct ParamLayout {
   static constexpr int kHidden = 256;
   static constexpr int kClasses = 10;
 
-  static constexpr std::size_t kFc1Weight = 0;                                        // [256, 784]
-  static constexpr std::size_t kFc1Bias = kFc1Weight + std::size_t{kHidden} * kInput;  // [256]
-  static constexpr std::size_t kFc2Weight = kFc1Bias + kHidden;                        // [10, 256]
+  static constexpr std::size_t kFc1Weight = 0;                                           // [256, 784]
+  static constexpr std::size_t kFc1Bias = kFc1Weight + std::size_t{kHidden} * kInput;    // [256]
+  static constexpr std::size_t kFc2Weight = kFc1Bias + kHidden;                          // [10, 256]
   static constexpr std::size_t kFc2Bias = kFc2Weight + std::size_t{kClasses} * kHidden;  // [10]
-  static constexpr std::size_t kCount = kFc2Bias + kClasses;                           // 203,530
+  static constexpr std::size_t kCount = kFc2Bias + kClasses;                             // 203,530
 
   // The gradient buffer has one more slot: the loss sum of the step rides in the same all-reduce.
   static constexpr std::size_t kLossSlot = kCount;

@@ -1,1 +1,86 @@
-// placeholder, being written
+#include "host/trainer.hpp"
+
+#include <fmt/format.h>
+#include <chrono>
+#include <stdexcept>
+
+#include "host/init.hpp"
+#include "host/params.hpp"
+#include "host/shard.hpp"
+
+namespace mnistdp {
+
+Trainer::Trainer(std::vector<std::unique_ptr<Replica>> replicas, std::unique_ptr<Communicator> communicator,
+                 int train_count, TrainConfig config)
+    : replicas_(std::move(replicas)),
+      communicator_(std::move(communicator)),
+      train_count_(train_count),
+      config_(config) {
+  if (replicas_.empty()) throw std::invalid_argument("Trainer: no replicas");
+  if (!communicator_) throw std::invalid_argument("Trainer: no communicator");
+  if (train_count_ <= 0) throw std::invalid_argument("Trainer: the training set is empty");
+  if (config_.batch_size <= 0) throw std::invalid_argument("Trainer: batch size must be positive");
+  for (auto& r : replicas_)
+    replica_ptrs_.push_back(r.get());
+  broadcast_parameters();
+}
+
+void Trainer::broadcast_parameters() {
+  std::vector<float> params(ParamLayout::kCount);
+  replicas_[0]->store_parameters(params);
+  for (std::size_t r = 1; r < replicas_.size(); ++r)
+    replicas_[r]->load_parameters(params);
+}
+
+void Trainer::step(int first, int rows) {
+  const int n = static_cast<int>(replicas_.size());
+  for (int r = 0; r < n; ++r) {
+    const Shard shard = shard_of(rows, n, r);
+    replicas_[r]->compute_gradients(first + shard.first, shard.count, rows);
+  }
+  communicator_->all_reduce_gradients(replica_ptrs_);
+  for (auto& replica : replicas_)
+    replica->sgd_step(config_.sgd);
+}
+
+std::vector<EpochReport> Trainer::run(TrainListener& listener) {
+  using Clock = std::chrono::steady_clock;
+  std::vector<EpochReport> reports;
+  std::vector<std::int32_t> order(static_cast<std::size_t>(train_count_));
+  const int steps = steps_per_epoch();
+  long total_steps = 0;
+
+  for (int epoch = 0; epoch < config_.epochs; ++epoch) {
+    const auto start = Clock::now();
+    epoch_order(order, config_.seed, epoch);
+    for (auto& replica : replicas_)
+      replica->set_epoch_order(order);
+
+    EpochReport report{epoch, 0, 0, 0.0, {}, true};
+    for (int i = 0; i < steps; ++i) {
+      if (config_.max_steps > 0 && total_steps >= config_.max_steps) {
+        report.complete = false;
+        break;
+      }
+      const int first = i * config_.batch_size;
+      const int rows = std::min(config_.batch_size, train_count_ - first);
+      step(first, rows);
+      ++total_steps;
+      ++report.steps;
+      report.samples += rows;
+      if (config_.log_interval > 0 && i % config_.log_interval == 0)
+        listener.on_step_loss({epoch, i, replicas_[0]->loss_sum() / static_cast<float>(rows)});
+      listener.on_step(epoch, i, steps);
+    }
+    // loss_sum() waits for the device; evaluation would too, but the epoch time must not include it.
+    replicas_[0]->loss_sum();
+    report.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    if (config_.evaluate) report.test = replicas_[0]->evaluate();
+    listener.on_epoch_end(report);
+    reports.push_back(report);
+    if (!report.complete) break;
+  }
+  return reports;
+}
+
+}  // namespace mnistdp

@@ -1,6 +1,6 @@
 #pragma once
-// A data set in MNIST's layout (60,000 training and 10,000 test images of 28 x 28 for MNIST itself), and where
-// to find one.
+// A data set in MNIST's layout (60,000 training and 10,000 test images of 28 x 28 for MNIST itself), and
+// where to find one.
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -23,9 +23,14 @@ struct DataSplits {
 };
 
 // The folder that holds the four files train-images-idx3-ubyte, train-labels-idx1-ubyte,
-// t10k-images-idx3-ubyte and t10k-labels-idx1-ubyte (each raw or with .gz). `root` may be that folder itself or
-// a torchvision root (root/MNIST/raw, root/FashionMNIST/raw). Throws DataError naming every place looked at.
+// t10k-images-idx3-ubyte and t10k-labels-idx1-ubyte (each raw or with .gz). `root` may be that folder itself
+// or a torchvision root (root/MNIST/raw, root/FashionMNIST/raw). Throws DataError naming every place looked
+// at.
 std::filesystem::path find_data_dir(const std::filesystem::path& root);
+
+// As find_data_dir over several roots, in order: the first that holds a data set wins. A root that does not
+// exist is passed over; the error, when none holds one, names every place looked at under every root.
+std::filesystem::path find_data_dir_among(const std::vector<std::filesystem::path>& roots);
 
 // The default search when no --data is given: ./data, then /usr/share/datasets/fashion-mnist.
 std::filesystem::path find_default_data_dir();

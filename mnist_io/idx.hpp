@@ -36,5 +36,7 @@ std::vector<std::uint8_t> read_idx_labels(const std::filesystem::path& path);
 // Writers, for tests and tools; gzip selects a gzip-compressed file.
 void write_idx_images(const std::filesystem::path& path, const IdxImages& images, bool gzip);
 void write_idx_labels(const std::filesystem::path& path, const std::vector<std::uint8_t>& labels, bool gzip);
+// Writes bytes exactly as given (gzip-compressed when asked), for tests and tools that need a malformed file.
+void write_bytes(const std::filesystem::path& path, const std::vector<std::uint8_t>& bytes, bool gzip);
 
 }  // namespace mnistdp

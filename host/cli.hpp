@@ -1,0 +1,42 @@
+#pragma once
+// The command line: `mnist-dp train [options]`. Parsing is separate from running so that tests can check
+// every refusal of a bad value without training anything.
+#include <filesystem>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+#include "host/trainer.hpp"
+
+namespace mnistdp {
+
+enum class ProgressMode { Auto, On, Off };
+
+struct TrainOptions {
+  std::optional<std::filesystem::path> data;  // none: search ./data, then Debian's Fashion-MNIST
+  TrainConfig train;
+  int threads = 1;                               // OpenBLAS threads on the CPU path
+  std::string device = "auto";                   // auto, cpu, cuda
+  std::string gemm = "blocked";                  // the CUDA matrix product: naive, tiled, blocked, cublas
+  std::optional<std::filesystem::path> metrics;  // JSON lines, one record per logged step and per epoch
+  ProgressMode progress = ProgressMode::Auto;
+};
+
+struct CommandLine {
+  enum class Action { Train, Exit } action = Action::Exit;
+  TrainOptions train;
+  std::string text;  // for Exit: what to print (help, version)
+};
+
+// A command line that cannot be run; the message says what is wrong and how to get help.
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+CommandLine parse_command_line(int argc, const char* const* argv);
+
+// Parses, runs, and turns every error into one message on stderr and a non-zero exit code.
+int run_cli(int argc, const char* const* argv);
+
+}  // namespace mnistdp

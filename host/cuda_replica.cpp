@@ -1,0 +1,360 @@
+#include "host/cuda_replica.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <numeric>
+#include <stdexcept>
+
+#include "host/params.hpp"
+#include "kernels/accuracy_cuda.hpp"
+#include "kernels/cuda_check.hpp"
+#include "kernels/gather_cuda.hpp"
+#include "kernels/sgd_cuda.hpp"
+#include "kernels/softmax_xent_cuda.hpp"
+
+namespace mnistdp {
+namespace {
+
+using L = ParamLayout;
+
+constexpr double kMiB = 1024.0 * 1024.0;
+constexpr double kGiB = kMiB * 1024.0;
+
+// Validates the index and makes the device current; the constructor's first step, so that every member
+// allocated after it lands on that device.
+int select_device(int device) {
+  int count = 0;
+  CUDA_CHECK(cudaGetDeviceCount(&count));
+  if (device < 0 || device >= count) {
+    throw std::invalid_argument(
+        fmt::format("CUDA device {} does not exist ({} visible: 0 to {})", device, count, count - 1));
+  }
+  CUDA_CHECK(cudaSetDevice(device));
+  return device;
+}
+
+void check_split(const Dataset& d, const char* which) {
+  const auto pixels = static_cast<std::size_t>(L::kInput);
+  if (d.count < 0 || d.images.size() != static_cast<std::size_t>(d.count) * pixels ||
+      d.labels.size() != static_cast<std::size_t>(d.count)) {
+    throw std::invalid_argument(
+        fmt::format("CudaReplica: the {} set is malformed ({} images, {} pixel bytes, {} "
+                    "labels)",
+                    which, d.count, d.images.size(), d.labels.size()));
+  }
+  const auto bad =
+      std::find_if(d.labels.begin(), d.labels.end(), [](std::uint8_t y) { return y >= L::kClasses; });
+  if (bad != d.labels.end()) {
+    throw std::invalid_argument(fmt::format("CudaReplica: {} label {} at row {} is not a class (0 to {})",
+                                            which, static_cast<int>(*bad), bad - d.labels.begin(),
+                                            L::kClasses - 1));
+  }
+}
+
+template <typename T>
+DeviceBuffer<T> upload(const std::vector<T>& host, cudaStream_t stream) {
+  DeviceBuffer<T> dev(host.size());
+  if (!host.empty()) {
+    CUDA_CHECK(cudaMemcpyAsync(dev.data(), host.data(), dev.bytes(), cudaMemcpyHostToDevice, stream));
+  }
+  return dev;
+}
+
+}  // namespace
+
+std::vector<CudaDeviceInfo> list_cuda_devices(std::string& why_none) {
+  why_none.clear();
+  std::vector<CudaDeviceInfo> devices;
+  // Any failure means "no usable GPU": report it and leave the runtime's last-error state clean.
+  auto failed = [&](cudaError_t status, const char* call) {
+    if (status == cudaSuccess) return false;
+    why_none = fmt::format("{} failed: {} ({})", call, cudaGetErrorName(status), cudaGetErrorString(status));
+    static_cast<void>(cudaGetLastError());
+    devices.clear();
+    return true;
+  };
+  int count = 0;
+  if (failed(cudaGetDeviceCount(&count), "cudaGetDeviceCount")) return {};
+  if (count == 0) {
+    why_none = "no CUDA device is visible";
+    return {};
+  }
+  int current = 0;
+  if (failed(cudaGetDevice(&current), "cudaGetDevice")) return {};
+  for (int i = 0; i < count; ++i) {
+    cudaDeviceProp prop{};
+    if (failed(cudaGetDeviceProperties(&prop, i), "cudaGetDeviceProperties")) break;
+    CudaDeviceInfo info;
+    info.index = i;
+    info.name = prop.name;
+    info.total_memory = prop.totalGlobalMem;
+    info.sm_count = prop.multiProcessorCount;
+    info.cc_major = prop.major;
+    info.cc_minor = prop.minor;
+    std::size_t free_bytes = 0;
+    std::size_t total_bytes = 0;
+    if (failed(cudaSetDevice(i), "cudaSetDevice") ||
+        failed(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo")) {
+      break;
+    }
+    info.free_memory = free_bytes;
+    devices.push_back(std::move(info));
+  }
+  static_cast<void>(cudaSetDevice(current));
+  return devices;
+}
+
+GemmImpl parse_gemm_impl(const std::string& name) {
+  for (GemmImpl impl : {GemmImpl::naive, GemmImpl::tiled, GemmImpl::blocked, GemmImpl::cublas}) {
+    if (name == gemm_impl_name(impl)) return impl;
+  }
+  throw std::invalid_argument(
+      fmt::format("unknown GEMM implementation '{}': choose naive, tiled, blocked or cublas", name));
+}
+
+CudaReplica::CudaReplica(const DataSplits& data, int device, GemmImpl gemm)
+    : device_(select_device(device)), gemm_(gemm) {
+  check_split(data.train, "training");
+  check_split(data.test, "test");
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
+  device_name_ = prop.name;
+  cc_major_ = prop.major;
+  cc_minor_ = prop.minor;
+  sm_count_ = prop.multiProcessorCount;
+  if (gemm_ == GemmImpl::cublas) cublas_.emplace(stream_.get());
+
+  const cudaStream_t s = stream_.get();
+  train_count_ = data.train.count;
+  test_count_ = data.test.count;
+  train_images_ = upload(data.train.images, s);
+  train_labels_ = upload(data.train.labels, s);
+  test_images_ = upload(data.test.images, s);
+  test_labels_ = upload(data.test.labels, s);
+  std::vector<std::int32_t> rows(static_cast<std::size_t>(test_count_));
+  std::iota(rows.begin(), rows.end(), 0);
+  test_rows_ = upload(rows, s);
+  order_ = DeviceBuffer<std::int32_t>(static_cast<std::size_t>(train_count_));
+
+  params_ = DeviceBuffer<float>(L::kCount);
+  grads_ = DeviceBuffer<float>(L::kGradCount);
+  momentum_ = DeviceBuffer<float>(L::kCount);
+  // Zeros until the first step, so that a gradient buffer read early holds no garbage.
+  CUDA_CHECK(cudaMemsetAsync(params_.data(), 0, params_.bytes(), s));
+  CUDA_CHECK(cudaMemsetAsync(grads_.data(), 0, grads_.bytes(), s));
+
+  ensure_rows(std::max(kInitialRows, std::min(kEvalChunk, std::max(test_count_, 1))));
+  const int chunks = (test_count_ + kEvalChunk - 1) / kEvalChunk;
+  eval_loss_ = DeviceBuffer<float>(static_cast<std::size_t>(chunks));
+  eval_correct_ = DeviceBuffer<int>(static_cast<std::size_t>(chunks));
+  host_loss_ = PinnedBuffer<float>(static_cast<std::size_t>(std::max(chunks, 1)));
+  host_correct_ = PinnedBuffer<int>(static_cast<std::size_t>(std::max(chunks, 1)));
+  stream_.synchronize();  // the uploads read host vectors the caller may free
+}
+
+CudaReplica::~CudaReplica() {
+  // Members are freed after this body runs; the stream's work must be done and cuBLAS's handle destroyed on
+  // its own device.
+  if (cudaSetDevice(device_) == cudaSuccess) static_cast<void>(cudaStreamSynchronize(stream_.get()));
+}
+
+void CudaReplica::activate() const {
+  CUDA_CHECK(cudaSetDevice(device_));
+}
+
+void CudaReplica::ensure_rows(int rows) {
+  if (rows <= rows_) return;
+  const auto n = static_cast<std::size_t>(rows);
+  // Launches in flight may still read the old buffers. Waiting here is cheap: it happens once, at the largest
+  // shard (and cudaFree would wait for the device anyway).
+  stream_.synchronize();
+  x_ = DeviceBuffer<float>(n * L::kInput);
+  y_ = DeviceBuffer<std::uint8_t>(n);
+  h_ = DeviceBuffer<float>(n * L::kHidden);
+  dh_ = DeviceBuffer<float>(n * L::kHidden);
+  logits_ = DeviceBuffer<float>(n * L::kClasses);
+  dlogits_ = DeviceBuffer<float>(n * L::kClasses);
+  rows_ = rows;
+}
+
+std::size_t CudaReplica::device_bytes() const {
+  return train_images_.bytes() + train_labels_.bytes() + test_images_.bytes() + test_labels_.bytes() +
+         test_rows_.bytes() + order_.bytes() + params_.bytes() + grads_.bytes() + momentum_.bytes() +
+         x_.bytes() + y_.bytes() + h_.bytes() + dh_.bytes() + logits_.bytes() + dlogits_.bytes() +
+         eval_loss_.bytes() + eval_correct_.bytes();
+}
+
+std::string CudaReplica::description() const {
+  return fmt::format("cuda:{} {} (sm_{}{}, {} SMs), gemm {}, {:.1f} MiB of device memory", device_,
+                     device_name_, cc_major_, cc_minor_, sm_count_, gemm_impl_name(gemm_),
+                     static_cast<double>(device_bytes()) / kMiB);
+}
+
+cuda::GemmContext CudaReplica::gemm_context() const {
+  return {gemm_, stream_.get(), cublas_ ? cublas_->get() : nullptr};
+}
+
+void CudaReplica::load_parameters(std::span<const float> params) {
+  if (params.size() != L::kCount) {
+    throw std::invalid_argument(
+        fmt::format("load_parameters: {} values, expected {}", params.size(), L::kCount));
+  }
+  activate();
+  CUDA_CHECK(
+      cudaMemcpyAsync(params_.data(), params.data(), params_.bytes(), cudaMemcpyHostToDevice, stream_.get()));
+  stream_.synchronize();
+}
+
+void CudaReplica::store_parameters(std::span<float> params) const {
+  if (params.size() != L::kCount) {
+    throw std::invalid_argument(
+        fmt::format("store_parameters: {} values, expected {}", params.size(), L::kCount));
+  }
+  activate();
+  CUDA_CHECK(
+      cudaMemcpyAsync(params.data(), params_.data(), params_.bytes(), cudaMemcpyDeviceToHost, stream_.get()));
+  stream_.synchronize();
+}
+
+void CudaReplica::load_momentum(std::span<const float> momentum) {
+  if (momentum.empty()) {  // no buffer yet, as before a first step with momentum
+    has_momentum_ = false;
+    return;
+  }
+  if (momentum.size() != L::kCount) {
+    throw std::invalid_argument(
+        fmt::format("load_momentum: {} values, expected {}", momentum.size(), L::kCount));
+  }
+  activate();
+  CUDA_CHECK(cudaMemcpyAsync(momentum_.data(), momentum.data(), momentum_.bytes(), cudaMemcpyHostToDevice,
+                             stream_.get()));
+  stream_.synchronize();
+  has_momentum_ = true;
+}
+
+void CudaReplica::store_momentum(std::span<float> momentum) const {
+  if (!has_momentum_) throw std::logic_error("store_momentum: no momentum buffer yet (check has_momentum())");
+  if (momentum.size() != L::kCount) {
+    throw std::invalid_argument(
+        fmt::format("store_momentum: {} values, expected {}", momentum.size(), L::kCount));
+  }
+  activate();
+  CUDA_CHECK(cudaMemcpyAsync(momentum.data(), momentum_.data(), momentum_.bytes(), cudaMemcpyDeviceToHost,
+                             stream_.get()));
+  stream_.synchronize();
+}
+
+void CudaReplica::set_epoch_order(std::span<const std::int32_t> order) {
+  if (order.size() != static_cast<std::size_t>(train_count_)) {
+    throw std::invalid_argument(
+        fmt::format("set_epoch_order: {} indices for a training set of {}", order.size(), train_count_));
+  }
+  // An index out of range would make the gather read outside the data set: check here, once per epoch.
+  const auto bad =
+      std::find_if(order.begin(), order.end(), [&](std::int32_t i) { return i < 0 || i >= train_count_; });
+  if (bad != order.end()) {
+    throw std::invalid_argument(
+        fmt::format("set_epoch_order: index {} at position {} is out of range", *bad, bad - order.begin()));
+  }
+  activate();
+  // From pageable memory the copy returns once the data is staged, so `order` may be freed at once; it is
+  // ordered on the stream after the previous epoch's last step.
+  if (!order.empty()) {
+    CUDA_CHECK(
+        cudaMemcpyAsync(order_.data(), order.data(), order_.bytes(), cudaMemcpyHostToDevice, stream_.get()));
+  }
+  order_set_ = true;
+}
+
+void CudaReplica::forward(int rows) {
+  const auto w = ParamViews<float>::of(params_.data());
+  const cuda::GemmContext ctx = gemm_context();
+  cuda::linear_forward(x_.data(), w.fc1_weight, w.fc1_bias, h_.data(), {rows, L::kInput, L::kHidden}, true,
+                       ctx);
+  cuda::linear_forward(h_.data(), w.fc2_weight, w.fc2_bias, logits_.data(), {rows, L::kHidden, L::kClasses},
+                       false, ctx);
+}
+
+void CudaReplica::compute_gradients(int first, int count, int global_batch) {
+  if (!order_set_) throw std::logic_error("compute_gradients: set_epoch_order was not called");
+  if (first < 0 || count < 0 || first > train_count_ - count) {
+    throw std::out_of_range(fmt::format("compute_gradients: rows [{}, {}) outside the training set of {}",
+                                        first, first + count, train_count_));
+  }
+  if (global_batch < 1 || count > global_batch) {
+    throw std::invalid_argument(
+        fmt::format("compute_gradients: global batch {} for a shard of {} rows", global_batch, count));
+  }
+  activate();
+  const cudaStream_t s = stream_.get();
+  if (count == 0) {  // a replica with no rows contributes zeros, loss slot included
+    CUDA_CHECK(cudaMemsetAsync(grads_.data(), 0, grads_.bytes(), s));
+    return;
+  }
+  ensure_rows(count);
+  const auto w = ParamViews<float>::of(params_.data());
+  const auto g = ParamViews<float>::of(grads_.data());
+  const cuda::GemmContext ctx = gemm_context();
+
+  cuda::gather_normalize(train_images_.data(), train_labels_.data(), order_.data() + first, x_.data(),
+                         y_.data(), count, L::kInput, s);
+  forward(count);
+  // Scaled by 1 / global batch, not 1 / count: the replicas' gradients then sum to the global batch's.
+  cuda::softmax_xent(logits_.data(), y_.data(), dlogits_.data(), grads_.data() + L::kLossSlot, count,
+                     L::kClasses, 1.0f / static_cast<float>(global_batch), s);
+  cuda::linear_backward(dlogits_.data(), h_.data(), w.fc2_weight, g.fc2_weight, g.fc2_bias, dh_.data(),
+                        {count, L::kHidden, L::kClasses}, true, ctx);
+  cuda::linear_backward(dh_.data(), x_.data(), w.fc1_weight, g.fc1_weight, g.fc1_bias, nullptr,
+                        {count, L::kInput, L::kHidden}, false, ctx);
+}
+
+void CudaReplica::sgd_step(const SgdConfig& cfg) {
+  activate();
+  const bool with_momentum = cfg.momentum != 0.0f;
+  cuda::sgd_step(params_.data(), grads_.data(), with_momentum ? momentum_.data() : nullptr, L::kCount, cfg,
+                 with_momentum && !has_momentum_, stream_.get());
+  if (with_momentum) has_momentum_ = true;
+}
+
+float CudaReplica::loss_sum() {
+  activate();
+  CUDA_CHECK(cudaMemcpyAsync(host_loss_.data(), grads_.data() + L::kLossSlot, sizeof(float),
+                             cudaMemcpyDeviceToHost, stream_.get()));
+  stream_.synchronize();
+  return host_loss_.data()[0];
+}
+
+EvalResult CudaReplica::evaluate() {
+  EvalResult result;
+  result.count = test_count_;
+  if (test_count_ == 0) return result;
+  activate();
+  const cudaStream_t s = stream_.get();
+  const int chunks = static_cast<int>(eval_loss_.size());
+  for (int c = 0; c < chunks; ++c) {
+    const int first = c * kEvalChunk;
+    const int rows = std::min(kEvalChunk, test_count_ - first);
+    cuda::gather_normalize(test_images_.data(), test_labels_.data(), test_rows_.data() + first, x_.data(),
+                           y_.data(), rows, L::kInput, s);
+    forward(rows);
+    cuda::softmax_xent(logits_.data(), y_.data(), nullptr, eval_loss_.data() + c, rows, L::kClasses, 1.0f, s);
+    cuda::count_correct(logits_.data(), y_.data(), eval_correct_.data() + c, rows, L::kClasses, s);
+  }
+  CUDA_CHECK(
+      cudaMemcpyAsync(host_loss_.data(), eval_loss_.data(), eval_loss_.bytes(), cudaMemcpyDeviceToHost, s));
+  CUDA_CHECK(cudaMemcpyAsync(host_correct_.data(), eval_correct_.data(), eval_correct_.bytes(),
+                             cudaMemcpyDeviceToHost, s));
+  stream_.synchronize();
+  for (int c = 0; c < chunks; ++c) {
+    result.loss_sum += static_cast<double>(host_loss_.data()[c]);
+    result.correct += host_correct_.data()[c];
+  }
+  return result;
+}
+
+std::unique_ptr<Replica> make_cuda_replica(const DataSplits& data, int device, GemmImpl gemm) {
+  return std::make_unique<CudaReplica>(data, device, gemm);
+}
+
+}  // namespace mnistdp

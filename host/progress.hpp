@@ -1,0 +1,41 @@
+#pragma once
+// What a person watching the run sees: the reference program's loss lines, a progress line on a terminal, and
+// a summary after each epoch.
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+#include "host/trainer.hpp"
+
+namespace mnistdp {
+
+class ConsoleListener final : public TrainListener {
+ public:
+  // batch_size turns steps into samples for the progress line's speed.
+  ConsoleListener(std::FILE* out, bool show_progress, int epochs, int batch_size);
+  ~ConsoleListener() override;
+  ConsoleListener(const ConsoleListener&) = delete;
+  ConsoleListener& operator=(const ConsoleListener&) = delete;
+
+  void on_step_loss(const StepLoss& s) override;
+  void on_step(int epoch, int step, int steps_in_epoch) override;
+  void on_epoch_end(const EpochReport& r) override;
+
+ private:
+  void clear_progress();
+
+  std::FILE* out_;
+  bool show_progress_;
+  int epochs_;
+  int batch_size_;
+  bool progress_drawn_ = false;
+  std::chrono::steady_clock::time_point epoch_start_;
+  std::chrono::steady_clock::time_point last_draw_;
+};
+
+// The reference program's exact line: `Epoch {epoch}, Step {i}, Loss: {loss.item()}`. loss.item() is a Python
+// float, so the loss is printed as the shortest decimal that reads back to the same double, as Python's repr
+// does.
+std::string format_step_loss(const StepLoss& s);
+
+}  // namespace mnistdp

@@ -1,0 +1,78 @@
+#pragma once
+// The training loop: the reference program's loop, with the data-parallel steps written out.
+//
+//   for each epoch: one seeded permutation of the training rows, the same on every replica
+//     for each global batch of batch_size rows (the last one short):
+//       replica r computes the gradient of its shard, scaled by 1 / global batch   (compute_gradients)
+//       the communicator sums the gradient buffers, loss sum included              (all_reduce_gradients)
+//       every replica takes the same SGD step with the same summed gradient        (sgd_step)
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "host/communicator.hpp"
+#include "host/replica.hpp"
+#include "kernels/sgd.hpp"
+
+namespace mnistdp {
+
+struct TrainConfig {
+  int epochs = 5;
+  int batch_size = 64;
+  SgdConfig sgd;
+  std::uint64_t seed = 0;
+  int log_interval = 100;  // a loss line every this many steps (of each epoch), as the reference prints
+  long max_steps = 0;      // stop after this many steps in all; 0 runs every epoch to its end
+  bool evaluate = true;    // test loss and accuracy after each epoch
+};
+
+struct StepLoss {
+  int epoch;
+  int step;    // within the epoch
+  float loss;  // mean over the global batch
+};
+
+struct EpochReport {
+  int epoch;
+  int steps;
+  long samples;
+  double seconds;  // the training steps only, evaluation excluded
+  EvalResult test;
+  bool complete;  // false when max_steps cut the epoch short
+};
+
+// Hooks for whatever shows the run: the console, a metrics file, a test that records the losses.
+class TrainListener {
+ public:
+  virtual ~TrainListener() = default;
+  virtual void on_step_loss(const StepLoss&) {}
+  // Called after every step; cheap, so it can drive a progress display.
+  virtual void on_step(int /*epoch*/, int /*step*/, int /*steps_in_epoch*/) {}
+  virtual void on_epoch_end(const EpochReport&) {}
+};
+
+class Trainer {
+ public:
+  // All replicas get replica 0's parameters at the start (as DistributedDataParallel broadcasts them).
+  Trainer(std::vector<std::unique_ptr<Replica>> replicas, std::unique_ptr<Communicator> communicator,
+          int train_count, TrainConfig config);
+
+  // Runs the configured epochs and returns the report of each.
+  std::vector<EpochReport> run(TrainListener& listener);
+
+  int steps_per_epoch() const { return (train_count_ + config_.batch_size - 1) / config_.batch_size; }
+  const std::vector<std::unique_ptr<Replica>>& replicas() const { return replicas_; }
+
+ private:
+  // One global batch: rows [first, first + rows) of the epoch's order.
+  void step(int first, int rows);
+  void broadcast_parameters();
+
+  std::vector<std::unique_ptr<Replica>> replicas_;
+  std::vector<Replica*> replica_ptrs_;
+  std::unique_ptr<Communicator> communicator_;
+  int train_count_;
+  TrainConfig config_;
+};
+
+}  // namespace mnistdp

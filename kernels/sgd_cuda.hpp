@@ -1,0 +1,16 @@
+#pragma once
+// torch.optim.SGD on the device: one launch over the whole flat parameter buffer (contract: kernels/sgd.hpp).
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+
+#include "kernels/sgd.hpp"
+
+namespace mnistdp::cuda {
+
+// params, grads, momentum: [n] device memory. momentum may be nullptr when cfg.momentum == 0. first_step: the
+// momentum buffer is initialised with the gradient rather than updated, as torch.optim.SGD does.
+void sgd_step(float* params, const float* grads, float* momentum, std::size_t n, const SgdConfig& cfg,
+              bool first_step, cudaStream_t stream);
+
+}  // namespace mnistdp::cuda

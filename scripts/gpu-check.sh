@@ -1,0 +1,220 @@
+#!/usr/bin/env bash
+# The checks that need a GPU, in one run on the lent GPU machine (../shared/device/README.md): builds with the
+# "gpu" preset, runs the GPU tests and the whole test suite, trains on the GPU and on the CPU for comparison,
+# runs compute-sanitizer's memcheck and racecheck, and writes every log plus a summary under $OUT. The summary
+# is printed last, because the device tool returns only the tail of the output.
+#
+# Prepare here (no GPU needed), in the project root:
+#   ../shared/device/pack-deps.sh libfmt-dev libfmt9 catch2 libcli11-dev nlohmann-json3-dev \
+#       zlib1g-dev libopenblas-dev libopenblas0-pthread libopenblas-pthread-dev libgfortran5
+#   mkdir -p .devdeps/data && cp /usr/share/datasets/fashion-mnist/* .devdeps/data/   # or MNIST's four files
+# then call the device tool's run with carry [".devdeps"] and the command `scripts/gpu-check.sh`.
+#
+# Environment: OUT (where logs go; default build/gpu-check), BUILD_DIR (default build/gpu), EPOCHS (default 5),
+# DATA (default .devdeps/data), JOBS (default: all cores), SANITIZER_TIMEOUT (seconds per sanitizer run, 100),
+# BUDGET (seconds; a sanitizer run that could end past it is skipped, so that the whole script stays inside the
+# device tool's 10-minute limit per command; default 480).
+# GPU_CHECK_DRY_RUN=1 goes on without a GPU (to test this script on a machine without one: it then only
+# configures, builds and runs the tests, which report skipped).
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+root=$PWD
+
+OUT=${OUT:-$root/build/gpu-check}
+BUILD_DIR=${BUILD_DIR:-build/gpu}
+EPOCHS=${EPOCHS:-5}
+DATA=${DATA:-$root/.devdeps/data}
+JOBS=${JOBS:-$(nproc)}
+SANITIZER_TIMEOUT=${SANITIZER_TIMEOUT:-100}
+BUDGET=${BUDGET:-480}
+DRY_RUN=${GPU_CHECK_DRY_RUN:-0}
+note() { echo "$*" | tee -a "$summary"; }
+section() { echo; echo "=== $* ==="; }
+
+# --- 0. Is there a GPU at all? Fail at once and say so, before spending minutes on a build. ---
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
+  if [ "$DRY_RUN" != 1 ]; then
+    echo "gpu-check: no GPU here (nvidia-smi is missing or finds no device)." >&2
+    echo "gpu-check: run it on the lent GPU machine: the device tool's run, carry [\".devdeps\"]," >&2
+    echo "gpu-check: command scripts/gpu-check.sh (see the header of this script and ../shared/device/README.md)." >&2
+    exit 2
+  fi
+  echo "gpu-check: GPU_CHECK_DRY_RUN=1: no GPU, going on with the build and the (skipped) tests only"
+  has_gpu=0
+else
+  has_gpu=1
+fi
+mkdir -p "$OUT"
+summary=$OUT/summary.txt
+: >"$summary"
+
+# --- 1. The machine: GPU, driver, toolkit, and where NCCL and cuBLAS live. ---
+section "environment"
+{
+  date -u +"date: %Y-%m-%dT%H:%M:%SZ"
+  echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (+ uncommitted changes)')"
+  [ "$has_gpu" = 1 ] && nvidia-smi
+  command -v nvcc >/dev/null && nvcc --version | tail -2
+  cmake --version | head -1
+  echo "NCCL / cuBLAS files:"
+  find / \( -path /proc -o -path /sys \) -prune -o \( -name 'libnccl.so*' -o -name nccl.h -o -name 'libcublas.so*' \) \
+    -print 2>/dev/null | sort | tee "$OUT/libs.tmp"
+} 2>&1 | tee "$OUT/env.txt"
+if [ "$has_gpu" = 1 ]; then
+  device=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -1)
+else
+  device="none (dry run)"
+fi
+
+# --- 2. Dependencies: Debian packages carried in .devdeps, NCCL wherever it is. ---
+cmake_args=(-DCMAKE_CUDA_ARCHITECTURES=90)
+deps=$root/.devdeps/usr
+if [ -d "$deps" ]; then
+  cmake_args+=("-DCMAKE_PREFIX_PATH=$deps")
+  for d in "$deps/lib/x86_64-linux-gnu" "$deps/lib/x86_64-linux-gnu/openblas-pthread" "$deps/lib"; do
+    [ -d "$d" ] && export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  done
+  # Unpacked with dpkg -x, Debian's OpenBLAS has no alternatives symlinks: name the library and header.
+  if ! ldconfig -p 2>/dev/null | grep -q 'libopenblas\.so '; then
+    blas=$(find "$deps" -name libopenblas.so -path '*pthread*' 2>/dev/null | head -1)
+    [ -z "$blas" ] && blas=$(find "$deps" -name 'libopenblas.so*' 2>/dev/null | head -1)
+    [ -n "$blas" ] && cmake_args+=("-DBLAS_LIBRARIES=$blas")
+    cblas=$(find "$deps" -name cblas.h 2>/dev/null | head -1)
+    [ -n "$cblas" ] && cmake_args+=("-DOPENBLAS_INCLUDE_DIR=$(dirname "$cblas")")
+  fi
+else
+  echo "gpu-check: warning: no .devdeps/ (fmt, Catch2, CLI11, nlohmann-json, OpenBLAS): the configure may fail;" \
+    "carry it (see the header of this script)"
+fi
+cuda_home=$(dirname "$(dirname "$(command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)")")
+if [ ! -e "$cuda_home/include/nccl.h" ]; then
+  # The image's NCCL may come only from a pip wheel (nvidia-nccl-cu13), which ships libnccl.so.2 but no
+  # unversioned libnccl.so for find_library: name both files to CMake.
+  # Only an nccl.h with the library beside it (PyTorch also ships a C++ header named nccl.h).
+  nccl_h="" nccl_lib=""
+  while read -r h; do
+    r=$(dirname "$(dirname "$h")")
+    lib=$(find "$r/lib" "$r/lib64" -maxdepth 1 -name 'libnccl.so*' 2>/dev/null | sort | head -1)
+    if [ -n "$lib" ]; then
+      nccl_h=$h nccl_lib=$lib
+      break
+    fi
+  done < <(grep '/nccl\.h$' "$OUT/libs.tmp")
+  if [ -n "$nccl_lib" ]; then
+    nccl_lib_dir=$(dirname "$nccl_lib")
+    cmake_args+=("-DMNISTDP_NCCL_ROOT=$(dirname "$nccl_lib_dir")" "-DNCCL_INCLUDE_DIR=$(dirname "$nccl_h")"
+      "-DNCCL_LIBRARY=$nccl_lib")
+    export LD_LIBRARY_PATH="$nccl_lib_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    echo "gpu-check: NCCL from $nccl_lib"
+  else
+    echo "gpu-check: warning: no NCCL library found beside any nccl.h; the configure will fail"
+  fi
+fi
+rm -f "$OUT/libs.tmp"
+
+# --- 3. Configure and build. ---
+section "configure and build ($BUILD_DIR)"
+build_ok=0
+if cmake --preset gpu -B "$BUILD_DIR" "${cmake_args[@]}" >"$OUT/build.log" 2>&1 &&
+  cmake --build "$BUILD_DIR" -j "$JOBS" >>"$OUT/build.log" 2>&1; then
+  build_ok=1
+  note "build: ok ($BUILD_DIR)"
+else
+  grep -E -B2 -A12 "error|FAILED|Could NOT|not found" "$OUT/build.log" | head -60
+  note "build: FAILED (see build.log)"
+fi
+spills=$(grep -cE "[1-9][0-9]* bytes spill (stores|loads)" "$OUT/build.log")
+note "ptxas: $(grep -c 'Compiling entry function' "$OUT/build.log") kernels compiled, $spills report spills"
+tail -3 "$OUT/build.log"
+
+# --- 4. Tests: the GPU tests first (their counts go into the summary), then everything. ---
+ctest_counts() {  # "N passed, N failed, N skipped of N" from a ctest log
+  local total failed skipped
+  total=$(grep -oE "tests failed out of [0-9]+" "$1" | grep -oE "[0-9]+$" | tail -1)
+  failed=$(grep -oE "[0-9]+ tests failed out of" "$1" | grep -oE "^[0-9]+" | tail -1)
+  skipped=$(grep -c '\*\*\*Skipped' "$1")
+  echo "$((${total:-0} - ${failed:-0} - skipped)) passed, ${failed:-?} failed, $skipped skipped, of ${total:-?}"
+}
+if [ "$build_ok" = 1 ]; then
+  section "GPU tests (ctest -L gpu)"
+  ctest --test-dir "$BUILD_DIR" -L gpu --output-on-failure -j 4 --timeout 300 >"$OUT/tests.log" 2>&1
+  tail -25 "$OUT/tests.log"
+  note "gpu tests: $(ctest_counts "$OUT/tests.log")"
+  section "all tests (ctest)"
+  ctest --test-dir "$BUILD_DIR" --output-on-failure -j 8 --timeout 300 >"$OUT/tests-all.log" 2>&1
+  tail -25 "$OUT/tests-all.log"
+  note "all tests: $(ctest_counts "$OUT/tests-all.log")"
+  cat "$OUT/tests-all.log" >>"$OUT/tests.log" && rm -f "$OUT/tests-all.log"
+fi
+
+# --- 5. Training: GPU, then CPU on the same seed, for the accuracy comparison. ---
+bin=$BUILD_DIR/mnist-dp
+if [ "$build_ok" = 1 ] && [ "$has_gpu" = 1 ]; then
+  if [ -d "$DATA" ]; then
+    section "training, $EPOCHS epochs, GPU then CPU (data: $DATA)"
+    for dev in cuda cpu; do
+      start=$(date +%s.%N)
+      "$bin" train --data "$DATA" --epochs "$EPOCHS" --device "$dev" --seed 0 --no-progress \
+        --metrics "$OUT/metrics-$dev.jsonl" >"$OUT/train-$dev.log" 2>&1
+      rc=$?
+      secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+      tail -8 "$OUT/train-$dev.log"
+      note "train --device $dev: exit $rc, ${secs}s wall; last lines:"
+      tail -3 "$OUT/train-$dev.log" | sed 's/^/    /' | tee -a "$summary"
+    done
+    cat "$OUT/train-cpu.log" >>"$OUT/train-cuda.log" 2>/dev/null && rm -f "$OUT/train-cpu.log"
+    mv "$OUT/train-cuda.log" "$OUT/train.log" 2>/dev/null
+  else
+    note "training: skipped, no data at $DATA (carry the four IDX files in .devdeps/data)"
+  fi
+
+  # --- 6. compute-sanitizer: memcheck and racecheck on short runs. ---
+  section "compute-sanitizer"
+  if command -v compute-sanitizer >/dev/null 2>&1; then
+    steps=(--epochs 1)
+    if "$bin" train --help 2>&1 | grep -q -- --max-steps; then
+      steps=(--epochs 1 --max-steps 30)
+    else
+      note "sanitizer: mnist-dp has no --max-steps: a whole epoch under each tool"
+    fi
+    tests_bin=$BUILD_DIR/tests/mnistdp_gpu_tests
+    : >"$OUT/sanitizer.log"
+    run_tool() {  # tool, label, command...
+      local tool=$1 label=$2
+      shift 2
+      if [ $((SECONDS + SANITIZER_TIMEOUT)) -gt "$BUDGET" ]; then
+        note "sanitizer $tool, $label: skipped, ${SECONDS}s spent of the ${BUDGET}s budget"
+        return
+      fi
+      echo "--- $tool: $label" >>"$OUT/sanitizer.log"
+      timeout "$SANITIZER_TIMEOUT" compute-sanitizer --tool "$tool" --error-exitcode 99 "$@" >>"$OUT/sanitizer.log" 2>&1
+      local rc=$?
+      local errors
+      errors=$(grep "ERROR SUMMARY" "$OUT/sanitizer.log" | tail -1)
+      [ "$rc" = 124 ] && errors="timed out after ${SANITIZER_TIMEOUT}s"
+      note "sanitizer $tool, $label: exit $rc, ${errors:-no summary}"
+    }
+    # The GPU tests without the 100-step runs exercise every kernel, every GEMM version included.
+    run_tool memcheck "gpu tests ~[slow]" --leak-check full "$tests_bin" "[gpu]~[slow]"
+    run_tool racecheck "replica tests ~[slow]" "$tests_bin" "[replica]~[slow]"
+    if [ -d "$DATA" ]; then
+      # The trainer's default GEMM; the tests above cover the other versions.
+      run_tool memcheck "train ${steps[*]}" "$bin" train --data "$DATA" "${steps[@]}" --device cuda --no-progress
+      run_tool racecheck "train ${steps[*]}" "$bin" train --data "$DATA" "${steps[@]}" --device cuda --no-progress
+    fi
+  else
+    note "sanitizer: compute-sanitizer not found"
+  fi
+fi
+
+# --- 7. The summary, last. ---
+{
+  echo
+  echo "=== gpu-check summary ==="
+  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)  device: $device  (${SECONDS}s)"
+  echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (+ uncommitted changes)')"
+  echo "logs: $OUT/{env.txt,build.log,tests.log,train.log,sanitizer.log,metrics-*.jsonl}"
+  cat "$summary"
+} >"$summary.tmp" && mv "$summary.tmp" "$summary"
+cat "$summary"
+[ "$build_ok" = 1 ] || exit 1

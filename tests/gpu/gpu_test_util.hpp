@@ -1,0 +1,109 @@
+#pragma once
+// Helpers shared by the GPU tests: random inputs, device copies, NaN poisoning and the error norm.
+//
+// The error norm. Every comparison of floats uses the normwise relative error in the max norm,
+//     err = max_i |got_i - want_i| / max_i |want_i|,
+// not the error of each element relative to itself: a dot product of hundreds of terms that cancels to nearly
+// zero carries an absolute rounding error set by the size of its terms, not of its result, so an elementwise
+// relative error would flag correct kernels. Float rounding is proportional to the magnitude of the data,
+// which the max norm of the reference measures. When the reference is all zeros, got must be exactly zero; a
+// NaN anywhere in got (a poisoned element that was never written) is an infinite error.
+#include <cuda_runtime_api.h>
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "host/random.hpp"
+#include "kernels/cuda_check.hpp"
+#include "kernels/cuda_memory.hpp"
+
+namespace mnistdp::gpu_test {
+
+inline std::vector<float> random_floats(std::size_t n, Rng& rng, float lo = -1.0f, float hi = 1.0f) {
+  std::vector<float> v(n);
+  for (float& x : v)
+    x = rng.uniform(lo, hi);
+  return v;
+}
+
+inline std::vector<std::uint8_t> random_bytes(std::size_t n, Rng& rng, std::uint32_t bound = 256) {
+  std::vector<std::uint8_t> v(n);
+  for (auto& x : v)
+    x = static_cast<std::uint8_t>(rng.below(bound));
+  return v;
+}
+
+// The copies and memsets below run on the legacy default stream, which the kernels' non-blocking streams do
+// not wait for (and a copy from pageable memory may return before its DMA ends): each helper waits for the
+// device before returning, so that a kernel launched next sees the data.
+template <typename T>
+DeviceBuffer<T> to_device(const std::vector<T>& host) {
+  DeviceBuffer<T> dev(host.size());
+  if (!host.empty()) CUDA_CHECK(cudaMemcpy(dev.data(), host.data(), dev.bytes(), cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaDeviceSynchronize());
+  return dev;
+}
+
+template <typename T>
+void copy_to_device(DeviceBuffer<T>& dev, const std::vector<T>& host) {
+  REQUIRE(dev.size() == host.size());
+  if (!host.empty()) CUDA_CHECK(cudaMemcpy(dev.data(), host.data(), dev.bytes(), cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+// Waits for all work on the device (the kernels under test run on their own non-blocking streams), then
+// copies.
+template <typename T>
+std::vector<T> to_host(const T* dev, std::size_t n) {
+  CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<T> host(n);
+  if (n) CUDA_CHECK(cudaMemcpy(host.data(), dev, n * sizeof(T), cudaMemcpyDeviceToHost));
+  return host;
+}
+
+template <typename T>
+std::vector<T> to_host(const DeviceBuffer<T>& dev) {
+  return to_host(dev.data(), dev.size());
+}
+
+// All bytes 0xFF: as float, a NaN; any element a kernel fails to write then fails the comparison.
+template <typename T>
+void poison(DeviceBuffer<T>& dev) {
+  if (!dev.empty()) CUDA_CHECK(cudaMemset(dev.data(), 0xFF, dev.bytes()));
+  CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+// The normwise relative error described above; infinity on a size mismatch or any NaN in got.
+inline double max_rel_error(const std::vector<float>& got, const std::vector<float>& want) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  if (got.size() != want.size()) return kInf;
+  double max_diff = 0.0;
+  double max_want = 0.0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(got[i]) != std::isnan(want[i])) return kInf;
+    if (std::isnan(want[i])) continue;
+    max_diff = std::fmax(max_diff, std::fabs(static_cast<double>(got[i]) - static_cast<double>(want[i])));
+    max_want = std::fmax(max_want, std::fabs(static_cast<double>(want[i])));
+  }
+  if (max_want == 0.0) return max_diff == 0.0 ? 0.0 : kInf;
+  return max_diff / max_want;
+}
+
+inline double rel_error(double got, double want) {
+  if (std::isnan(got)) return std::numeric_limits<double>::infinity();
+  const double diff = std::fabs(got - want);
+  if (want == 0.0) return diff == 0.0 ? 0.0 : std::numeric_limits<double>::infinity();
+  return diff / std::fabs(want);
+}
+
+template <typename T>
+bool bitwise_equal(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
+}
+
+}  // namespace mnistdp::gpu_test

@@ -1,0 +1,131 @@
+// The linear layer on the device, with every GEMM version and cuBLAS, against ref::linear_forward and
+// ref::linear_backward, on shapes that are not multiples of any tile (see gpu_test_util.hpp for the error
+// norm).
+#include <catch2/catch.hpp>
+
+#include "kernels/linear.hpp"
+#include "kernels/linear_cuda.hpp"
+#include "tests/gpu/gpu_test_util.hpp"
+
+using namespace mnistdp;
+using namespace mnistdp::gpu_test;
+
+namespace {
+
+constexpr double kTolerance = 1e-5;
+constexpr GemmImpl kImpls[] = {GemmImpl::naive, GemmImpl::tiled, GemmImpl::blocked, GemmImpl::cublas};
+
+}  // namespace
+
+TEST_CASE("linear forward and backward match the reference with every GEMM", "[gpu][linear]") {
+  const int batch = GENERATE(0, 1, 7, 21, 22, 64, 65);
+  const int in = GENERATE(1, 10, 33, 256, 784);
+  const int out = GENERATE(1, 10, 33, 256, 784);
+  CAPTURE(batch, in, out);
+  const LinearShape s{batch, in, out};
+  const auto nb = static_cast<std::size_t>(batch);
+  const auto ni = static_cast<std::size_t>(in);
+  const auto no = static_cast<std::size_t>(out);
+  Rng rng(static_cast<std::uint64_t>(batch) * 1000003u + ni * 1009u + no);
+
+  // x has negative entries too, so that the ReLU mask (x <= 0) cuts about half of dx.
+  const auto x = random_floats(nb * ni, rng);
+  const auto w = random_floats(no * ni, rng);
+  const auto b = random_floats(no, rng);
+  const auto dy = random_floats(nb * no, rng);
+
+  std::vector<float> want_y(nb * no), want_y_relu(nb * no);
+  ref::linear_forward(x.data(), w.data(), b.data(), want_y.data(), s, false);
+  ref::linear_forward(x.data(), w.data(), b.data(), want_y_relu.data(), s, true);
+  std::vector<float> want_dw(no * ni), want_db(no), want_dx(nb * ni), want_dx_masked(nb * ni);
+  ref::linear_backward(dy.data(), x.data(), w.data(), want_dw.data(), want_db.data(), want_dx.data(), s,
+                       false);
+  ref::linear_backward(dy.data(), x.data(), w.data(), want_dw.data(), want_db.data(), want_dx_masked.data(),
+                       s, true);
+
+  const auto d_x = to_device(x);
+  const auto d_w = to_device(w);
+  const auto d_b = to_device(b);
+  const auto d_dy = to_device(dy);
+  DeviceBuffer<float> d_y(nb * no), d_dw(no * ni), d_db(no), d_dx(nb * ni);
+  Stream stream;
+  CublasHandle cublas(stream.get());
+
+  for (GemmImpl impl : kImpls) {
+    CAPTURE(gemm_impl_name(impl));
+    const cuda::GemmContext ctx{impl, stream.get(), cublas.get()};
+
+    for (bool relu : {false, true}) {
+      CAPTURE(relu);
+      poison(d_y);
+      cuda::linear_forward(d_x.data(), d_w.data(), d_b.data(), d_y.data(), s, relu, ctx);
+      CHECK(max_rel_error(to_host(d_y), relu ? want_y_relu : want_y) <= kTolerance);
+    }
+
+    for (bool mask : {false, true}) {
+      CAPTURE(mask);
+      poison(d_dw);
+      poison(d_db);
+      poison(d_dx);
+      cuda::linear_backward(d_dy.data(), d_x.data(), d_w.data(), d_dw.data(), d_db.data(), d_dx.data(), s,
+                            mask, ctx);
+      CHECK(max_rel_error(to_host(d_dw), want_dw) <= kTolerance);
+      CHECK(max_rel_error(to_host(d_db), want_db) <= kTolerance);
+      CHECK(max_rel_error(to_host(d_dx), mask ? want_dx_masked : want_dx) <= kTolerance);
+    }
+
+    // fc1's backward: no dx, which must then be left untouched.
+    poison(d_dw);
+    poison(d_db);
+    poison(d_dx);
+    cuda::linear_backward(d_dy.data(), d_x.data(), d_w.data(), d_dw.data(), d_db.data(), nullptr, s, false,
+                          ctx);
+    CHECK(max_rel_error(to_host(d_dw), want_dw) <= kTolerance);
+    CHECK(max_rel_error(to_host(d_db), want_db) <= kTolerance);
+    const auto dx_after = to_host(d_dx);
+    CHECK(std::all_of(dx_after.begin(), dx_after.end(), [](float v) { return std::isnan(v); }));
+  }
+}
+
+TEST_CASE("linear backward of an empty batch gives zero gradients with every GEMM", "[gpu][linear]") {
+  const LinearShape s{0, 784, 256};
+  DeviceBuffer<float> d_w(784 * 256), d_dw(784 * 256), d_db(256);
+  CUDA_CHECK(cudaMemset(d_w.data(), 0, d_w.bytes()));
+  CUDA_CHECK(cudaDeviceSynchronize());
+  Stream stream;
+  CublasHandle cublas(stream.get());
+  for (GemmImpl impl : kImpls) {
+    CAPTURE(gemm_impl_name(impl));
+    poison(d_dw);
+    poison(d_db);
+    // With no rows, dy and x are empty: null pointers must not be read.
+    cuda::linear_backward(nullptr, nullptr, d_w.data(), d_dw.data(), d_db.data(), nullptr, s, false,
+                          {impl, stream.get(), cublas.get()});
+    const auto dw = to_host(d_dw);
+    const auto db = to_host(d_db);
+    CHECK(std::all_of(dw.begin(), dw.end(), [](float v) { return v == 0.0f; }));
+    CHECK(std::all_of(db.begin(), db.end(), [](float v) { return v == 0.0f; }));
+  }
+}
+
+TEST_CASE("every GEMM version is deterministic", "[gpu][linear]") {
+  const LinearShape s{64, 784, 256};
+  Rng rng(7);
+  const auto d_x = to_device(random_floats(64 * 784, rng));
+  const auto d_w = to_device(random_floats(256 * 784, rng));
+  const auto d_dy = to_device(random_floats(64 * 256, rng));
+  DeviceBuffer<float> d_dw(256 * 784), d_db(256);
+  Stream stream;
+  CublasHandle cublas(stream.get());
+  for (GemmImpl impl : kImpls) {
+    CAPTURE(gemm_impl_name(impl));
+    const cuda::GemmContext ctx{impl, stream.get(), cublas.get()};
+    cuda::linear_backward(d_dy.data(), d_x.data(), d_w.data(), d_dw.data(), d_db.data(), nullptr, s, false,
+                          ctx);
+    const auto first = to_host(d_dw);
+    poison(d_dw);
+    cuda::linear_backward(d_dy.data(), d_x.data(), d_w.data(), d_dw.data(), d_db.data(), nullptr, s, false,
+                          ctx);
+    CHECK(bitwise_equal(to_host(d_dw), first));
+  }
+}

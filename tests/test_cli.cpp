@@ -1,0 +1,107 @@
+#include <catch2/catch.hpp>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "host/cli.hpp"
+
+using namespace mnistdp;
+using Catch::Matchers::Contains;
+
+namespace {
+
+CommandLine parse(std::initializer_list<const char*> args) {
+  std::vector<const char*> argv{"mnist-dp"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return parse_command_line(static_cast<int>(argv.size()), argv.data());
+}
+
+}  // namespace
+
+TEST_CASE("the defaults reproduce the reference program", "[cli]") {
+  const CommandLine c = parse({"train"});
+  REQUIRE(c.action == CommandLine::Action::Train);
+  const TrainOptions& o = c.train;
+  CHECK(o.train.epochs == 5);
+  CHECK(o.train.batch_size == 64);
+  CHECK(o.train.sgd.lr == 0.01f);
+  CHECK(o.train.sgd.momentum == 0.0f);
+  CHECK(o.train.sgd.weight_decay == 0.0f);
+  CHECK_FALSE(o.train.sgd.nesterov);
+  CHECK(o.train.log_interval == 100);
+  CHECK(o.device == "auto");
+  CHECK_FALSE(o.data.has_value());
+}
+
+TEST_CASE("options are read", "[cli]") {
+  const CommandLine c = parse({"train",
+                               "--data",
+                               "/tmp/x",
+                               "--epochs",
+                               "2",
+                               "--batch-size",
+                               "128",
+                               "--lr",
+                               "0.1",
+                               "--momentum",
+                               "0.9",
+                               "--nesterov",
+                               "--weight-decay",
+                               "1e-4",
+                               "--seed",
+                               "9",
+                               "--threads",
+                               "2",
+                               "--device",
+                               "cpu",
+                               "--metrics",
+                               "m.jsonl",
+                               "--max-steps",
+                               "10"});
+  const TrainOptions& o = c.train;
+  CHECK(o.data->string() == "/tmp/x");
+  CHECK(o.train.epochs == 2);
+  CHECK(o.train.batch_size == 128);
+  CHECK(o.train.sgd.lr == 0.1f);
+  CHECK(o.train.sgd.momentum == 0.9f);
+  CHECK(o.train.sgd.nesterov);
+  CHECK(o.train.sgd.weight_decay == 1e-4f);
+  CHECK(o.train.seed == 9);
+  CHECK(o.threads == 2);
+  CHECK(o.device == "cpu");
+  CHECK(o.metrics->string() == "m.jsonl");
+  CHECK(o.train.max_steps == 10);
+}
+
+TEST_CASE("help and version exit cleanly with their text", "[cli]") {
+  const CommandLine help = parse({"train", "--help"});
+  CHECK(help.action == CommandLine::Action::Exit);
+  CHECK_THAT(help.text, Contains("--batch-size") && Contains("--lr") && Contains("--data"));
+  const CommandLine version = parse({"--version"});
+  CHECK(version.action == CommandLine::Action::Exit);
+  CHECK_THAT(version.text, Contains("mnist-dp"));
+}
+
+TEST_CASE("every bad value is refused with a message naming the option", "[cli]") {
+  CHECK_THROWS_WITH(parse({}), Contains("subcommand"));
+  CHECK_THROWS_WITH(parse({"fly"}), Contains("fly"));
+  CHECK_THROWS_WITH(parse({"train", "--epochs", "0"}), Contains("--epochs"));
+  CHECK_THROWS_WITH(parse({"train", "--epochs", "two"}), Contains("--epochs"));
+  CHECK_THROWS_WITH(parse({"train", "--batch-size", "-1"}), Contains("--batch-size"));
+  CHECK_THROWS_WITH(parse({"train", "--lr", "-0.1"}), Contains("--lr"));
+  CHECK_THROWS_WITH(parse({"train", "--lr", "nan"}), Contains("--lr"));
+  CHECK_THROWS_WITH(parse({"train", "--lr", "inf"}), Contains("--lr"));
+  CHECK_THROWS_WITH(parse({"train", "--momentum", "-1"}), Contains("--momentum"));
+  CHECK_THROWS_WITH(parse({"train", "--dampening", "1.5"}), Contains("--dampening"));
+  CHECK_THROWS_WITH(parse({"train", "--weight-decay", "-1"}), Contains("--weight-decay"));
+  CHECK_THROWS_WITH(parse({"train", "--threads", "0"}), Contains("--threads"));
+  CHECK_THROWS_WITH(parse({"train", "--device", "tpu"}), Contains("--device"));
+  CHECK_THROWS_WITH(parse({"train", "--gemm", "fast"}), Contains("--gemm"));
+  CHECK_THROWS_WITH(parse({"train", "--log-interval", "0"}), Contains("--log-interval"));
+  CHECK_THROWS_WITH(parse({"train", "--seed", "x"}), Contains("--seed"));
+  CHECK_THROWS_WITH(parse({"train", "--bogus"}), Contains("--bogus"));
+  CHECK_THROWS_WITH(parse({"train", "--nesterov"}), Contains("--nesterov") && Contains("--momentum"));
+  CHECK_THROWS_WITH(parse({"train", "--nesterov", "--momentum", "0.9", "--dampening", "0.1"}),
+                    Contains("--dampening"));
+  CHECK_THROWS_AS(parse({"train", "--epochs", "0"}), UsageError);
+}
