@@ -60,7 +60,27 @@ void add_train_options(CLI::App& train, TrainOptions& o) {
   train.add_option("--max-steps", t.max_steps, "Stop after this many steps in all (0: no limit)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  train.add_option("--threads", o.threads, "CPU threads for the matrix products on the CPU path")
+  train
+      .add_option(
+          "--replicas", o.replicas,
+          "Model replicas: CPU threads, or replicas sharing one GPU (default: 1 on the CPU, one per GPU)")
+      ->check(CLI::Range(1, 1024));
+  train.add_option("--devices", o.devices, "GPUs to train on: all, or a list such as 0,1,3")
+      ->check([](const std::string& v) {
+        try {
+          parse_device_list(v);
+        } catch (const UsageError& e) {
+          return std::string(e.what());
+        }
+        return std::string();
+      })
+      ->capture_default_str();
+  train
+      .add_option("--check-replicas", t.check_replicas,
+                  "Every this many steps, verify that all replicas hold bit-identical parameters (0: never)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  train.add_option("--threads", o.threads, "OpenBLAS threads per CPU replica")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
   train.add_option("--device", o.device, "Where to train: auto (a GPU when one is usable), cpu or cuda")
@@ -84,6 +104,27 @@ void check_consistency(const TrainOptions& o) {
 }
 
 }  // namespace
+
+std::vector<int> parse_device_list(const std::string& devices) {
+  if (devices == "all") return {};
+  std::vector<int> list;
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t comma = devices.find(',', start);
+    const std::string item =
+        devices.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const bool digits =
+        !item.empty() && item.size() < 6 && item.find_first_not_of("0123456789") == std::string::npos;
+    if (!digits)
+      throw UsageError(fmt::format("'{}' is not a device number (use all, or a list such as 0,1,3)", item));
+    const int device = std::stoi(item);
+    for (int seen : list)
+      if (seen == device) throw UsageError(fmt::format("device {} is listed twice", device));
+    list.push_back(device);
+    if (comma == std::string::npos) return list;
+    start = comma + 1;
+  }
+}
 
 CommandLine parse_command_line(int argc, const char* const* argv) {
   CommandLine result;

@@ -5,6 +5,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "host/trainer.hpp"
 
@@ -15,9 +16,11 @@ enum class ProgressMode { Auto, On, Off };
 struct TrainOptions {
   std::optional<std::filesystem::path> data;  // none: search ./data, then Debian's Fashion-MNIST
   TrainConfig train;
-  int threads = 1;                               // OpenBLAS threads on the CPU path
-  std::string device = "auto";                   // auto, cpu, cuda
-  std::string gemm = "blocked";                  // the CUDA matrix product: naive, tiled, blocked, cublas
+  int replicas = 0;              // 0: one on the CPU, one per GPU; more: CPU threads, or replicas on one GPU
+  std::string devices = "all";   // GPUs to use: "all" or a list such as "0,1,3"
+  int threads = 1;               // OpenBLAS threads per CPU replica
+  std::string device = "auto";   // auto, cpu, cuda
+  std::string gemm = "blocked";  // the CUDA matrix product: naive, tiled, blocked, cublas
   std::optional<std::filesystem::path> metrics;  // JSON lines, one record per logged step and per epoch
   ProgressMode progress = ProgressMode::Auto;
 };
@@ -35,6 +38,9 @@ class UsageError : public std::runtime_error {
 };
 
 CommandLine parse_command_line(int argc, const char* const* argv);
+
+// "all" -> empty (every visible device); "0,1,3" -> {0, 1, 3}. Throws UsageError naming --devices.
+std::vector<int> parse_device_list(const std::string& devices);
 
 // Parses, runs, and turns every error into one message on stderr and a non-zero exit code.
 int run_cli(int argc, const char* const* argv);

@@ -2,6 +2,7 @@
 // SimpleNet's parameters in one flat buffer, in PyTorch's order and layouts, with named views into it.
 // One buffer means that a copy, a checkpoint, the all-reduce and the SGD step are each one operation.
 #include <cstddef>
+#include <string>
 
 namespace mnistdp {
 
@@ -20,6 +21,9 @@ struct ParamLayout {
   static constexpr std::size_t kLossSlot = kCount;
   static constexpr std::size_t kGradCount = kCount + 1;
 };
+
+// "fc1.weight[13, 200]": the PyTorch name and index of element `i` of the flat buffer, for messages.
+std::string parameter_name(std::size_t i);
 
 // Named views into a flat buffer (host or device memory alike: only pointer arithmetic happens here).
 template <typename T>

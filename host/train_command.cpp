@@ -7,25 +7,20 @@
 #include <vector>
 
 #include "host/communicator.hpp"
-#include "host/cpu_replica.hpp"
 #include "host/init.hpp"
 #include "host/memory_usage.hpp"
 #include "host/metrics.hpp"
 #include "host/params.hpp"
+#include "host/placement.hpp"
 #include "host/progress.hpp"
-#include "kernels/linear.hpp"
+#include "host/shard.hpp"
 #include "mnist_io/dataset.hpp"
-
-#ifdef MNISTDP_WITH_CUDA
-#include "host/cuda_replica.hpp"
-#endif
 
 namespace mnistdp {
 
 namespace {
 
 constexpr double kMiB = 1024.0 * 1024.0;
-constexpr double kGiB = 1024.0 * kMiB;
 
 DataSplits load_data(const TrainOptions& o) {
   const std::filesystem::path dir = o.data ? find_data_dir(*o.data) : find_default_data_dir();
@@ -35,52 +30,18 @@ DataSplits load_data(const TrainOptions& o) {
   return data;
 }
 
-// Where the replicas will live, decided before the data is read so that an impossible --device fails at once.
-struct Placement {
-  bool gpu = false;
-  int device = 0;
-  std::string description;  // one line for the start-up report
-};
-
-Placement choose_placement(const TrainOptions& o) {
-  const Placement cpu{false, 0,
-                      fmt::format("cpu, OpenBLAS with {} thread{}", o.threads, o.threads == 1 ? "" : "s")};
-#ifdef MNISTDP_WITH_CUDA
-  if (o.device == "cpu") return cpu;
-  std::string why_none;
-  const std::vector<CudaDeviceInfo> devices = list_cuda_devices(why_none);
-  if (!devices.empty()) {
-    const CudaDeviceInfo& d = devices.front();
-    return {true, d.index,
-            fmt::format("cuda:{} {} (compute capability {}.{}, {} SMs, {:.1f} GiB, {:.1f} GiB free), gemm {}",
-                        d.index, d.name, d.cc_major, d.cc_minor, d.sm_count,
-                        static_cast<double>(d.total_memory) / kGiB, static_cast<double>(d.free_memory) / kGiB,
-                        o.gemm)};
-  }
-  if (o.device == "cuda")
-    throw std::runtime_error(fmt::format("--device cuda: no usable CUDA device ({})", why_none));
-  fmt::print("no usable CUDA device ({}); training on the CPU\n", why_none);
-  return cpu;
-#else
-  if (o.device == "cuda")
-    throw std::runtime_error(
-        "--device cuda: this build of mnist-dp has no CUDA support (built with the cpu preset)");
-  return cpu;
-#endif
-}
-
-std::vector<std::unique_ptr<Replica>> make_replicas(const TrainOptions& o, const DataSplits& data,
-                                                    [[maybe_unused]] const Placement& placement) {
-  std::vector<std::unique_ptr<Replica>> replicas;
-#ifdef MNISTDP_WITH_CUDA
-  if (placement.gpu) {
-    replicas.push_back(make_cuda_replica(data, placement.device, parse_gemm_impl(o.gemm)));
-    return replicas;
-  }
-#endif
-  blas::set_threads(o.threads);
-  replicas.push_back(std::make_unique<CpuReplica>(data, 0));
-  return replicas;
+// The start-up table: devices, then each replica with its share of a full batch and of the last, short one.
+void print_placement(const Placement& placement, const std::vector<std::unique_ptr<Replica>>& replicas,
+                     const Communicator& communicator, int batch_size, int train_count) {
+  for (const std::string& line : placement.device_lines)
+    fmt::print("device: {}\n", line);
+  const int n = static_cast<int>(replicas.size());
+  const int last = train_count % batch_size == 0 ? batch_size : train_count % batch_size;
+  fmt::print("{:>8}  {:<48} {:>10} {:>10}\n", "replica", "where", "rows/step", "last step");
+  for (int r = 0; r < n; ++r)
+    fmt::print("{:>8}  {:<48} {:>10} {:>10}\n", r, replicas[r]->description(),
+               shard_of(batch_size, n, r).count, shard_of(last, n, r).count);
+  fmt::print("all-reduce: {}\n", communicator.description());
 }
 
 std::string start_record(const TrainOptions& o, const DataSplits& data,
@@ -113,9 +74,8 @@ int run_train(const TrainOptions& o) {
   const Placement placement = choose_placement(o);
   const DataSplits data = load_data(o);
   std::vector<std::unique_ptr<Replica>> replicas = make_replicas(o, data, placement);
-  fmt::print("device: {}\n", placement.description);
-  for (const auto& r : replicas)
-    fmt::print("replica: {}\n", r->description());
+  std::unique_ptr<Communicator> communicator = make_communicator(placement, replicas);
+  print_placement(placement, replicas, *communicator, t.batch_size, data.train.count);
 
   std::vector<float> params(ParamLayout::kCount);
   init_parameters(params, t.seed);
@@ -126,8 +86,9 @@ int run_train(const TrainOptions& o) {
   if (o.metrics) metrics = std::make_unique<MetricsWriter>(*o.metrics, start_record(o, data, replicas));
 
   fmt::print(
-      "training: {} epochs, batch {}, lr {}, momentum {}, weight decay {}, seed {}; host memory {:.0f} MiB\n",
-      t.epochs, t.batch_size, t.sgd.lr, t.sgd.momentum, t.sgd.weight_decay, t.seed,
+      "training: {} epoch{}, batch {}, lr {}, momentum {}, weight decay {}, seed {}; host memory {:.0f} "
+      "MiB\n",
+      t.epochs, t.epochs == 1 ? "" : "s", t.batch_size, t.sgd.lr, t.sgd.momentum, t.sgd.weight_decay, t.seed,
       static_cast<double>(host_rss_bytes()) / kMiB);
   std::fflush(stdout);
 
@@ -135,7 +96,7 @@ int run_train(const TrainOptions& o) {
       o.progress == ProgressMode::On || (o.progress == ProgressMode::Auto && isatty(fileno(stdout)) != 0);
   ConsoleListener console(stdout, progress, t.epochs, t.batch_size);
   TeeListener listener(console, metrics.get());
-  Trainer trainer(std::move(replicas), make_host_communicator(), data.train.count, t);
+  Trainer trainer(std::move(replicas), std::move(communicator), data.train.count, t);
   const std::vector<EpochReport> reports = trainer.run(listener);
 
   double seconds = 0;

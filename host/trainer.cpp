@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <chrono>
+#include <cstring>
 #include <stdexcept>
 
 #include "host/init.hpp"
@@ -14,6 +15,7 @@ Trainer::Trainer(std::vector<std::unique_ptr<Replica>> replicas, std::unique_ptr
                  int train_count, TrainConfig config)
     : replicas_(std::move(replicas)),
       communicator_(std::move(communicator)),
+      workers_(static_cast<int>(replicas_.size())),
       train_count_(train_count),
       config_(config) {
   if (replicas_.empty()) throw std::invalid_argument("Trainer: no replicas");
@@ -34,13 +36,33 @@ void Trainer::broadcast_parameters() {
 
 void Trainer::step(int first, int rows) {
   const int n = static_cast<int>(replicas_.size());
-  for (int r = 0; r < n; ++r) {
+  // scatter + parallel_apply: each replica works on its own rows of the global batch, on its own thread.
+  workers_.run([&](int r) {
     const Shard shard = shard_of(rows, n, r);
     replicas_[r]->compute_gradients(first + shard.first, shard.count, rows);
-  }
+  });
+  // The gradients of the global batch, in every replica.
   communicator_->all_reduce_gradients(replica_ptrs_);
-  for (auto& replica : replicas_)
-    replica->sgd_step(config_.sgd);
+  // The same update from the same gradient keeps the replicas identical, without broadcasting parameters.
+  workers_.run([&](int r) { replicas_[r]->sgd_step(config_.sgd); });
+}
+
+void Trainer::check_replicas_agree(long step) const {
+  if (replicas_.size() < 2) return;
+  std::vector<float> reference(ParamLayout::kCount), other(ParamLayout::kCount);
+  replicas_[0]->store_parameters(reference);
+  for (std::size_t r = 1; r < replicas_.size(); ++r) {
+    replicas_[r]->store_parameters(other);
+    for (std::size_t i = 0; i < ParamLayout::kCount; ++i) {
+      // Compared as bits: the replicas must agree exactly, and a NaN must not compare unequal to itself.
+      if (std::memcmp(&reference[i], &other[i], sizeof(float)) != 0)
+        throw ReplicaDivergence(
+            fmt::format("after step {}, replica {} ({}) differs from replica 0 at {}: {} against {}; the "
+                        "replicas no longer "
+                        "compute the same update",
+                        step, r, replicas_[r]->description(), parameter_name(i), other[i], reference[i]));
+    }
+  }
 }
 
 std::vector<EpochReport> Trainer::run(TrainListener& listener) {
@@ -66,6 +88,8 @@ std::vector<EpochReport> Trainer::run(TrainListener& listener) {
       const int rows = std::min(config_.batch_size, train_count_ - first);
       step(first, rows);
       ++total_steps;
+      if (config_.check_replicas > 0 && total_steps % config_.check_replicas == 0)
+        check_replicas_agree(total_steps);
       ++report.steps;
       report.samples += rows;
       if (config_.log_interval > 0 && i % config_.log_interval == 0)

@@ -8,10 +8,12 @@
 //       every replica takes the same SGD step with the same summed gradient        (sgd_step)
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <vector>
 
 #include "host/communicator.hpp"
 #include "host/replica.hpp"
+#include "host/replica_workers.hpp"
 #include "kernels/sgd.hpp"
 
 namespace mnistdp {
@@ -24,6 +26,13 @@ struct TrainConfig {
   int log_interval = 100;  // a loss line every this many steps (of each epoch), as the reference prints
   long max_steps = 0;      // stop after this many steps in all; 0 runs every epoch to its end
   bool evaluate = true;    // test loss and accuracy after each epoch
+  int check_replicas = 0;  // every this many steps, verify that all replicas hold bit-identical parameters
+};
+
+// Replicas that stopped holding the same parameters: data parallelism has broken down.
+class ReplicaDivergence : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
 };
 
 struct StepLoss {
@@ -67,10 +76,13 @@ class Trainer {
   // One global batch: rows [first, first + rows) of the epoch's order.
   void step(int first, int rows);
   void broadcast_parameters();
+  // Throws ReplicaDivergence naming the first parameter where a replica differs from replica 0.
+  void check_replicas_agree(long step) const;
 
   std::vector<std::unique_ptr<Replica>> replicas_;
   std::vector<Replica*> replica_ptrs_;
   std::unique_ptr<Communicator> communicator_;
+  ReplicaWorkers workers_;
   int train_count_;
   TrainConfig config_;
 };

@@ -22,7 +22,8 @@ void linear_forward(const float* x, const float* w, const float* b, float* y, Li
 
 // dy: [batch, out]  x: [batch, in]  w: [out, in]
 //   -> dw: [out, in] = dy^T x      db: [out] = column sums of dy
-//   -> dx: [batch, in] = dy w, times (x > 0) when relu_mask (x is then the output of a ReLU); nullptr skips dx
+//   -> dx: [batch, in] = dy w, times (x > 0) when relu_mask (x is then the output of a ReLU); nullptr skips
+//   dx
 void linear_backward(const float* dy, const float* x, const float* w, float* dw, float* db, float* dx,
                      LinearShape s, bool relu_mask);
 
@@ -36,6 +37,11 @@ void linear_backward(const float* dy, const float* x, const float* w, float* dw,
 
 // OpenBLAS's own thread pool; the trainer sets it from --threads.
 void set_threads(int threads);
+
+// The name of the kernels OpenBLAS picked for this CPU ("SkylakeX", "Haswell", ...): OpenBLAS chooses them by
+// CPU model when it loads, and falls back to slow generic ones ("Prescott") on models it does not know; the
+// OPENBLAS_CORETYPE environment variable overrides the choice.
+const char* core_name();
 
 }  // namespace blas
 

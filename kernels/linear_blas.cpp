@@ -94,4 +94,8 @@ void set_threads(int threads) {
   openblas_set_num_threads(threads);
 }
 
+const char* core_name() {
+  return openblas_get_corename();
+}
+
 }  // namespace mnistdp::blas

@@ -1,0 +1,23 @@
+#pragma once
+// All-reduces over CUDA replicas (host/cuda_replica.hpp). Each sums the replicas' flat gradient buffers, the
+// loss slot included, and leaves the sum in every replica's buffer, ordered on each replica's stream after
+// its compute_gradients launches and before its sgd_step launches: the host never waits for the device.
+#include <memory>
+#include <span>
+
+#include "host/communicator.hpp"
+
+namespace mnistdp {
+
+// One replica per GPU, one process: ncclCommInitAll over the replicas' devices, and one grouped ncclAllReduce
+// (sum, float) per step on the flat gradient buffer. Also valid for a single replica (world size 1).
+// Every replica must be a CudaReplica on a distinct device.
+std::unique_ptr<Communicator> make_nccl_communicator(std::span<Replica* const> replicas);
+
+// Several replicas on one GPU (NCCL refuses two ranks on one device): the sum is taken by a kernel on replica
+// 0's stream, after events from the other replicas' streams, in replica order (deterministic), then copied
+// back to the other replicas' buffers on their streams. Every replica must be a CudaReplica on the same
+// device.
+std::unique_ptr<Communicator> make_same_device_communicator(std::span<Replica* const> replicas);
+
+}  // namespace mnistdp

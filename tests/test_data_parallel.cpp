@@ -1,0 +1,180 @@
+// The one invariant of data parallelism, on CPU replicas: N replicas train to the same parameters as one
+// replica on the whole batch, whatever the shard sizes, the short last batch of an epoch and empty replicas
+// included.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "host/cpu_replica.hpp"
+#include "host/init.hpp"
+#include "host/params.hpp"
+#include "host/replica_workers.hpp"
+#include "host/shard.hpp"
+#include "host/trainer.hpp"
+#include "tests/synthetic_data.hpp"
+
+using namespace mnistdp;
+
+namespace {
+
+// 581 rows: 9 full batches of 64 and a last one of 5, so two epochs are 20 steps, and with 8 or 64 replicas
+// the last batch of each epoch leaves some replicas without rows.
+constexpr int kTrainRows = 581;
+
+// The mistake the invariant guards against: each replica averaging over its own shard (then over the
+// replicas), instead of scaling by the global batch. Equal to the right thing only when every shard has the
+// same size.
+class ShardMeanReplica final : public Replica {
+ public:
+  ShardMeanReplica(std::unique_ptr<Replica> inner, int replicas)
+      : inner_(std::move(inner)), replicas_(replicas) {}
+  std::string description() const override { return inner_->description(); }
+  void load_parameters(std::span<const float> p) override { inner_->load_parameters(p); }
+  void store_parameters(std::span<float> p) const override { inner_->store_parameters(p); }
+  void load_momentum(std::span<const float> m) override { inner_->load_momentum(m); }
+  void store_momentum(std::span<float> m) const override { inner_->store_momentum(m); }
+  bool has_momentum() const override { return inner_->has_momentum(); }
+  void set_epoch_order(std::span<const std::int32_t> o) override { inner_->set_epoch_order(o); }
+  void compute_gradients(int first, int count, int global_batch) override {
+    inner_->compute_gradients(first, count, count > 0 ? count * replicas_ : global_batch);
+  }
+  float* gradient_buffer() override { return inner_->gradient_buffer(); }
+  void sgd_step(const SgdConfig& cfg) override { inner_->sgd_step(cfg); }
+  float loss_sum() override { return inner_->loss_sum(); }
+  EvalResult evaluate() override { return inner_->evaluate(); }
+
+ private:
+  std::unique_ptr<Replica> inner_;
+  int replicas_;
+};
+
+class LossRecorder final : public TrainListener {
+ public:
+  void on_step_loss(const StepLoss& s) override { losses.push_back(s.loss); }
+  std::vector<float> losses;
+};
+
+struct RunResult {
+  std::vector<std::vector<float>> params;  // [replica][kCount]
+  std::vector<float> losses;               // every step
+  int steps = 0;
+};
+
+RunResult run(const DataSplits& data, int replicas, SgdConfig sgd, bool shard_mean_mistake = false) {
+  std::vector<std::unique_ptr<Replica>> list;
+  for (int r = 0; r < replicas; ++r) {
+    std::unique_ptr<Replica> replica = std::make_unique<CpuReplica>(data, r);
+    if (shard_mean_mistake) replica = std::make_unique<ShardMeanReplica>(std::move(replica), replicas);
+    list.push_back(std::move(replica));
+  }
+  std::vector<float> init(ParamLayout::kCount);
+  init_parameters(init, 3);
+  // Only replica 0 gets the initial parameters: the trainer must broadcast them.
+  list[0]->load_parameters(init);
+
+  TrainConfig config;
+  config.epochs = 2;
+  config.sgd = sgd;
+  config.seed = 3;
+  config.log_interval = 1;
+  config.evaluate = false;
+  config.check_replicas = 1;  // bit-identical replicas after every step, or ReplicaDivergence
+  Trainer trainer(std::move(list), make_host_communicator(), data.train.count, config);
+  LossRecorder recorder;
+  RunResult result;
+  for (const EpochReport& r : trainer.run(recorder))
+    result.steps += r.steps;
+  result.losses = recorder.losses;
+  for (const auto& replica : trainer.replicas()) {
+    result.params.emplace_back(ParamLayout::kCount);
+    replica->store_parameters(result.params.back());
+  }
+  return result;
+}
+
+// Largest |a - b| relative to the largest |b|: rounding differences from a different summation order are
+// relative to the magnitudes being summed, so a per-element ratio would flag harmless near-zero entries.
+double normwise_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0, scale = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    diff = std::max(diff, std::abs(static_cast<double>(a[i]) - b[i]));
+    scale = std::max(scale, std::abs(static_cast<double>(b[i])));
+  }
+  return diff / scale;
+}
+
+}  // namespace
+
+TEST_CASE("N CPU replicas train to the parameters of one replica", "[data_parallel]") {
+  const DataSplits data = testing::synthetic_splits(kTrainRows, 10, 21);
+  SgdConfig sgd;  // lr 0.01, the reference program's; the loss then stays well away from 0 in 20 steps
+  sgd.momentum = GENERATE(0.0f, 0.9f);
+  const RunResult single = run(data, 1, sgd);
+  REQUIRE(single.steps == 20);
+  REQUIRE(single.losses.size() == 20);
+
+  for (int replicas : {2, 3, 4, 5, 8, 64}) {
+    INFO(replicas << " replicas, momentum " << sgd.momentum);
+    const RunResult parallel = run(data, replicas, sgd);
+    REQUIRE(parallel.steps == 20);
+    // Every replica bit-identical to replica 0 (also checked after every step through check_replicas).
+    for (int r = 1; r < replicas; ++r)
+      CHECK(parallel.params[r] == parallel.params[0]);
+    CHECK(normwise_difference(parallel.params[0], single.params[0]) <= 1e-5);
+    REQUIRE(parallel.losses.size() == single.losses.size());
+    for (std::size_t i = 0; i < single.losses.size(); ++i)
+      CHECK(parallel.losses[i] == Approx(single.losses[i]).epsilon(1e-5));
+  }
+}
+
+TEST_CASE("averaging gradients by shard instead of by global batch is caught", "[data_parallel]") {
+  // 64 over 3 replicas gives shards of 22, 22 and 20: the mean of the shard means weights the rows unevenly.
+  const DataSplits data = testing::synthetic_splits(kTrainRows, 10, 21);
+  SgdConfig sgd;
+  sgd.lr = 0.05f;
+  const RunResult single = run(data, 1, sgd);
+  const RunResult right = run(data, 3, sgd);
+  const RunResult wrong = run(data, 3, sgd, /*shard_mean_mistake=*/true);
+  CHECK(normwise_difference(right.params[0], single.params[0]) <= 1e-5);
+  CHECK(normwise_difference(wrong.params[0], single.params[0]) > 1e-4);
+}
+
+TEST_CASE("a replica that drifts is reported by --check-replicas", "[data_parallel]") {
+  const DataSplits data = testing::synthetic_splits(200, 10, 4);
+  std::vector<std::unique_ptr<Replica>> list;
+  for (int r = 0; r < 2; ++r)
+    list.push_back(std::make_unique<CpuReplica>(data, r));
+  std::vector<float> init(ParamLayout::kCount);
+  init_parameters(init, 1);
+  list[0]->load_parameters(init);
+  Replica* second = list[1].get();
+  TrainConfig config;
+  config.epochs = 1;
+  config.evaluate = false;
+  config.check_replicas = 2;
+  Trainer trainer(std::move(list), make_host_communicator(), data.train.count, config);
+  // Corrupt one weight of replica 1 after the broadcast: the check after step 2 must name it.
+  std::vector<float> p(ParamLayout::kCount);
+  second->store_parameters(p);
+  p[ParamLayout::kFc2Bias + 3] += 1.0f;
+  second->load_parameters(p);
+  TrainListener quiet;
+  CHECK_THROWS_WITH(trainer.run(quiet), Catch::Contains("after step 2") && Catch::Contains("replica 1") &&
+                                            Catch::Contains("fc2.bias[3]"));
+}
+
+TEST_CASE("replica workers run every replica once per call and pass errors back", "[data_parallel]") {
+  ReplicaWorkers workers(5);
+  std::vector<int> calls(5, 0);
+  for (int round = 0; round < 100; ++round)
+    workers.run([&](int r) { ++calls[static_cast<std::size_t>(r)]; });
+  CHECK(calls == std::vector<int>(5, 100));
+  CHECK_THROWS_WITH(workers.run([](int r) {
+    if (r == 3) throw std::runtime_error("replica 3 failed");
+  }),
+                    "replica 3 failed");
+  // The workers survive an error and keep working.
+  workers.run([&](int r) { ++calls[static_cast<std::size_t>(r)]; });
+  CHECK(calls == std::vector<int>(5, 101));
+}
