@@ -95,6 +95,7 @@ void add_train_options(CLI::App& train, TrainOptions& o) {
       "Show a progress line (default: only when the output is a terminal)");
   train.add_flag_callback(
       "--no-progress", [&o] { o.progress = ProgressMode::Off; }, "Never show a progress line");
+  train.add_flag("--explain", o.explain, "Before training, tell in plain words what the first step does");
 }
 
 void check_consistency(const TrainOptions& o) {

@@ -23,6 +23,7 @@ struct TrainOptions {
   std::string gemm = "blocked";  // the CUDA matrix product: naive, tiled, blocked, cublas
   std::optional<std::filesystem::path> metrics;  // JSON lines, one record per logged step and per epoch
   ProgressMode progress = ProgressMode::Auto;
+  bool explain = false;
 };
 
 struct CommandLine {

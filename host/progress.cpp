@@ -60,8 +60,8 @@ void ConsoleListener::on_step(int epoch, int step, int steps_in_epoch) {
 void ConsoleListener::on_epoch_end(const EpochReport& r) {
   clear_progress();
   const double rate = r.seconds > 0 ? static_cast<double>(r.samples) / r.seconds : 0.0;
-  fmt::print(out_, "Epoch {} {}: {} steps in {:.3f} s ({:.0f} samples/s, {:.1f} us/step)", r.epoch,
-             r.complete ? "done" : "stopped", r.steps, r.seconds, rate,
+  fmt::print(out_, "Epoch {} {}: {} step{} in {:.3f} s ({:.0f} samples/s, {:.1f} us/step)", r.epoch,
+             r.complete ? "done" : "stopped", r.steps, r.steps == 1 ? "" : "s", r.seconds, rate,
              r.steps ? r.seconds * 1e6 / r.steps : 0.0);
   if (r.test.count > 0)
     fmt::print(out_, "; test loss {:.4f}, test accuracy {:.2f}%", r.test.mean_loss(),

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "host/communicator.hpp"
+#include "host/explain.hpp"
 #include "host/init.hpp"
 #include "host/memory_usage.hpp"
 #include "host/metrics.hpp"
@@ -76,6 +77,12 @@ int run_train(const TrainOptions& o) {
   std::vector<std::unique_ptr<Replica>> replicas = make_replicas(o, data, placement);
   std::unique_ptr<Communicator> communicator = make_communicator(placement, replicas);
   print_placement(placement, replicas, *communicator, t.batch_size, data.train.count);
+  if (o.explain) {
+    std::vector<std::string> names;
+    for (const auto& r : replicas)
+      names.push_back(r->description());
+    explain_first_step(stdout, t, data.train.count, names, communicator->description());
+  }
 
   std::vector<float> params(ParamLayout::kCount);
   init_parameters(params, t.seed);

@@ -1,0 +1,16 @@
+#pragma once
+// `mnist-dp train --explain`: the first step of the run told in plain words, with the real rows and shapes, for
+// a reader who wants to see what nn.DataParallel's one line hides.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "host/trainer.hpp"
+
+namespace mnistdp {
+
+// replica_names: each replica's description; communicator: how the gradients are summed.
+void explain_first_step(std::FILE* out, const TrainConfig& config, int train_count,
+                        const std::vector<std::string>& replica_names, const std::string& communicator);
+
+}  // namespace mnistdp
