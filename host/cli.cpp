@@ -86,7 +86,8 @@ void add_train_options(CLI::App& train, TrainOptions& o) {
   train.add_option("--device", o.device, "Where to train: auto (a GPU when one is usable), cpu or cuda")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
       ->capture_default_str();
-  train.add_option("--gemm", o.gemm, "CUDA matrix product: naive, tiled, blocked (fastest) or cublas")
+  train
+      .add_option("--gemm", o.gemm, "CUDA matrix product: naive, tiled, blocked (register-blocked) or cublas")
       ->check(CLI::IsMember({"naive", "tiled", "blocked", "cublas"}))
       ->capture_default_str();
   train.add_option("--metrics", o.metrics, "Write metrics as JSON lines to this file");

@@ -45,6 +45,11 @@ void CpuReplica::store_parameters(std::span<float> params) const {
 }
 
 void CpuReplica::load_momentum(std::span<const float> momentum) {
+  if (momentum.empty()) {  // no buffer yet, as before a first step with momentum
+    momentum_.clear();
+    has_momentum_ = false;
+    return;
+  }
   check_size(momentum.size(), ParamLayout::kCount, "load_momentum");
   momentum_.assign(momentum.begin(), momentum.end());
   has_momentum_ = true;
@@ -58,6 +63,10 @@ void CpuReplica::store_momentum(std::span<float> momentum) const {
 
 void CpuReplica::set_epoch_order(std::span<const std::int32_t> order) {
   check_size(order.size(), static_cast<std::size_t>(data_.train.count), "set_epoch_order");
+  for (std::int32_t row : order)
+    if (row < 0 || row >= data_.train.count)
+      throw std::out_of_range(
+          fmt::format("set_epoch_order: row {} outside the training set of {} rows", row, data_.train.count));
   order_.assign(order.begin(), order.end());
 }
 
@@ -85,6 +94,9 @@ void CpuReplica::compute_gradients(int first, int count, int global_batch) {
       static_cast<std::size_t>(first) + static_cast<std::size_t>(count) > order_.size())
     throw std::out_of_range(fmt::format("compute_gradients: rows [{}, {}) outside the epoch of {} rows",
                                         first, first + count, order_.size()));
+  if (global_batch < 1 || count > global_batch)
+    throw std::invalid_argument(
+        fmt::format("compute_gradients: global batch {} for a shard of {} rows", global_batch, count));
   reserve_rows(std::max(count, 1));
   ref::gather_normalize(data_.train.images.data(), data_.train.labels.data(), order_.data() + first,
                         x_.data(), y_.data(), count, kIn);

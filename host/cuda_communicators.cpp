@@ -180,7 +180,7 @@ class NcclCommunicator final : public Communicator {
   // answers ncclInProgress. What it cannot detect then (a peer or network failure, which one process over
   // NVLink or PCIe does not have; a device fault, which the next synchronising CUDA call reports) would show
   // up in ncclCommGetAsyncError, and the cure for it, a watchdog that polls it and calls ncclCommAbort to
-  // release a hung stream, belongs to the failure handling, which is another issue.
+  // release a hung stream, belongs with the rest of the failure handling.
   void all_reduce_gradients(std::span<Replica* const> replicas) override {
     check_same_replicas(replicas, replicas_, "NCCL all-reduce");
     if (comms_.unusable()) {

@@ -32,7 +32,8 @@ class Replica {
   // params: [ParamLayout::kCount] host memory, copied in or out.
   virtual void load_parameters(std::span<const float> params) = 0;
   virtual void store_parameters(std::span<float> params) const = 0;
-  // momentum: [ParamLayout::kCount]; empty until the first step with momentum (as in torch.optim.SGD).
+  // momentum: [ParamLayout::kCount]; none until the first step with momentum (as in torch.optim.SGD), and
+  // loading an empty span returns to that state.
   virtual void load_momentum(std::span<const float> momentum) = 0;
   virtual void store_momentum(std::span<float> momentum) const = 0;
   virtual bool has_momentum() const = 0;

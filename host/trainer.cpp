@@ -96,8 +96,10 @@ std::vector<EpochReport> Trainer::run(TrainListener& listener) {
         listener.on_step_loss({epoch, i, replicas_[0]->loss_sum() / static_cast<float>(rows)});
       listener.on_step(epoch, i, steps);
     }
-    // loss_sum() waits for the device; evaluation would too, but the epoch time must not include it.
-    replicas_[0]->loss_sum();
+    // loss_sum() waits for the replica's device: the epoch ends when every replica has finished its last
+    // step, and evaluation, which waits too, stays out of the epoch time.
+    for (auto& replica : replicas_)
+      replica->loss_sum();
     report.seconds = std::chrono::duration<double>(Clock::now() - start).count();
     if (config_.evaluate) report.test = replicas_[0]->evaluate();
     listener.on_epoch_end(report);

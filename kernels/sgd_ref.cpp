@@ -5,8 +5,9 @@
 namespace mnistdp::ref {
 
 // Each line below is one float rounding of torch.optim.SGD's update, in its order. Nothing is fused into a
-// multiply-add (ISO C++ mode leaves -ffp-contract off), so the result is fixed by these formulas alone; a
-// CUDA version agrees to the bit only if it also avoids contraction (__fmul_rn/__fadd_rn, or -fmad=false).
+// multiply-add (kernels/CMakeLists.txt builds this library with -ffp-contract=off), so the result is fixed by
+// these formulas alone; a CUDA version agrees to the bit only if it also avoids contraction (__fmul_rn and
+// __fadd_rn, or -fmad=false).
 void sgd_step(float* params,       // [n]
               const float* grads,  // [n]
               float* momentum,     // [n], or nullptr when cfg.momentum == 0

@@ -1,19 +1,18 @@
 #!/usr/bin/env bash
-# The checks that need a GPU, in one run on the lent GPU machine (../shared/device/README.md): builds with the
-# "gpu" preset, runs the GPU tests and the whole test suite, trains on the GPU and on the CPU for comparison,
-# runs compute-sanitizer's memcheck and racecheck, and writes every log plus a summary under $OUT. The summary
-# is printed last, because the device tool returns only the tail of the output.
+# The checks that need a GPU, in one run on a machine with one: builds with the "gpu" preset, runs the GPU tests
+# and the whole test suite, trains on the GPU and on the CPU for comparison, runs compute-sanitizer's memcheck and
+# racecheck, and writes every log plus a summary under $OUT. The summary is printed last, so that the end of the
+# output says everything.
 #
-# Prepare here (no GPU needed), in the project root:
-#   ../shared/device/pack-deps.sh libfmt-dev libfmt9 catch2 libcli11-dev nlohmann-json3-dev \
-#       zlib1g-dev libopenblas-dev libopenblas0-pthread libopenblas-pthread-dev libgfortran5
-#   mkdir -p .devdeps/data && cp /usr/share/datasets/fashion-mnist/* .devdeps/data/   # or MNIST's four files
-# then call the device tool's run with carry [".devdeps"] and the command `scripts/gpu-check.sh`.
+# A GPU machine without package access gets the header libraries and the data in .devdeps/ (git-ignored):
+# Debian's libfmt-dev libfmt9 catch2 libcli11-dev nlohmann-json3-dev zlib1g-dev libopenblas-dev
+# libopenblas0-pthread libopenblas-pthread-dev libgfortran5 unpacked there with dpkg -x, and the four IDX files in
+# .devdeps/data (for example: cp /usr/share/datasets/fashion-mnist/* .devdeps/data/).
 #
 # Environment: OUT (where logs go; default build/gpu-check), BUILD_DIR (default build/gpu), EPOCHS (default 5),
 # DATA (default .devdeps/data), JOBS (default: all cores), SANITIZER_TIMEOUT (seconds per sanitizer run, 100),
 # BUDGET (seconds; a sanitizer run that could end past it is skipped, so that the whole script stays inside the
-# device tool's 10-minute limit per command; default 480).
+# 10-minute limit of a remote command; default 480).
 # GPU_CHECK_DRY_RUN=1 goes on without a GPU (to test this script on a machine without one: it then only
 # configures, builds and runs the tests, which report skipped).
 set -uo pipefail
@@ -35,8 +34,7 @@ section() { echo; echo "=== $* ==="; }
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
   if [ "$DRY_RUN" != 1 ]; then
     echo "gpu-check: no GPU here (nvidia-smi is missing or finds no device)." >&2
-    echo "gpu-check: run it on the lent GPU machine: the device tool's run, carry [\".devdeps\"]," >&2
-    echo "gpu-check: command scripts/gpu-check.sh (see the header of this script and ../shared/device/README.md)." >&2
+    echo "gpu-check: run it on a machine with a GPU (see the header of this script)." >&2
     exit 2
   fi
   echo "gpu-check: GPU_CHECK_DRY_RUN=1: no GPU, going on with the build and the (skipped) tests only"
@@ -84,7 +82,7 @@ if [ -d "$deps" ]; then
   fi
 else
   echo "gpu-check: warning: no .devdeps/ (fmt, Catch2, CLI11, nlohmann-json, OpenBLAS): the configure may fail;" \
-    "carry it (see the header of this script)"
+    "see the header of this script"
 fi
 cuda_home=$(dirname "$(dirname "$(command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)")")
 if [ ! -e "$cuda_home/include/nccl.h" ]; then
@@ -165,7 +163,7 @@ if [ "$build_ok" = 1 ] && [ "$has_gpu" = 1 ]; then
     cat "$OUT/train-cpu.log" >>"$OUT/train-cuda.log" 2>/dev/null && rm -f "$OUT/train-cpu.log"
     mv "$OUT/train-cuda.log" "$OUT/train.log" 2>/dev/null
   else
-    note "training: skipped, no data at $DATA (carry the four IDX files in .devdeps/data)"
+    note "training: skipped, no data at $DATA (put the four IDX files in .devdeps/data)"
   fi
 
   # --- 6. compute-sanitizer: memcheck and racecheck on short runs. ---

@@ -24,7 +24,7 @@ std::string explain(const TrainConfig& config, int train_count, const std::vecto
 
 }  // namespace
 
-TEST_CASE("--explain tells each replica's rows and the global-batch scaling", "[explain]") {
+TEST_CASE("explain tells each replica's rows and the global-batch scaling", "[explain]") {
   TrainConfig config;
   const std::string text = explain(config, 60000, {"cpu:0", "cpu:1", "cpu:2"});
   CHECK_THAT(text, Contains("replica 0 (cpu:0): batch rows 0 to 21"));
@@ -34,7 +34,7 @@ TEST_CASE("--explain tells each replica's rows and the global-batch scaling", "[
   CHECK_THAT(text, Contains("203531 floats"));
 }
 
-TEST_CASE("--explain says when a replica gets no rows", "[explain]") {
+TEST_CASE("explain says when a replica gets no rows", "[explain]") {
   TrainConfig config;
   config.batch_size = 2;
   const std::string text = explain(config, 100, {"a", "b", "c"});
