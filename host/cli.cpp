@@ -97,6 +97,12 @@ void add_train_options(CLI::App& train, TrainOptions& o) {
   train.add_flag_callback(
       "--no-progress", [&o] { o.progress = ProgressMode::Off; }, "Never show a progress line");
   train.add_flag("--explain", o.explain, "Before training, tell in plain words what the first step does");
+  train.add_option(
+      "--trace", o.trace,
+      "Write a timeline of each replica's phases (Chrome trace format, for Perfetto) to this file");
+  train.add_option("--trace-steps", o.trace_steps, "Steps the timeline covers, from the start")
+      ->check(CLI::Range(1L, 100000L))
+      ->capture_default_str();
 }
 
 void check_consistency(const TrainOptions& o) {
@@ -152,6 +158,7 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
                                  train->parsed() ? "train " : ""));
   }
   check_consistency(result.train);
+  result.train.train.trace_steps = result.train.trace ? result.train.trace_steps : 0;
   result.action = CommandLine::Action::Train;
   return result;
 }

@@ -24,6 +24,8 @@ struct TrainOptions {
   std::optional<std::filesystem::path> metrics;  // JSON lines, one record per logged step and per epoch
   ProgressMode progress = ProgressMode::Auto;
   bool explain = false;
+  std::optional<std::filesystem::path> trace;  // Chrome trace of the first trace_steps steps
+  long trace_steps = 50;
 };
 
 struct CommandLine {

@@ -98,27 +98,34 @@ void CpuReplica::compute_gradients(int first, int count, int global_batch) {
     throw std::invalid_argument(
         fmt::format("compute_gradients: global batch {} for a shard of {} rows", global_batch, count));
   reserve_rows(std::max(count, 1));
+  timeline_.mark(Mark::gather);
   ref::gather_normalize(data_.train.images.data(), data_.train.labels.data(), order_.data() + first,
                         x_.data(), y_.data(), count, kIn);
+  timeline_.mark(Mark::forward);
   forward(count);
 
   const auto p = ParamViews<const float>::of(params_.data());
   const auto g = ParamViews<float>::of(grads_.data());
+  timeline_.mark(Mark::loss);
   grads_[ParamLayout::kLossSlot] = ref::softmax_xent(logits_.data(), y_.data(), dlogits_.data(), count, kOut,
                                                      1.0f / static_cast<float>(global_batch));
+  timeline_.mark(Mark::backward);
   blas::linear_backward(dlogits_.data(), hidden_.data(), p.fc2_weight, g.fc2_weight, g.fc2_bias,
                         dhidden_.data(), {count, kHid, kOut}, /*relu_mask=*/true);
   blas::linear_backward(dhidden_.data(), x_.data(), p.fc1_weight, g.fc1_weight, g.fc1_bias, /*dx=*/nullptr,
                         {count, kIn, kHid}, /*relu_mask=*/false);
+  timeline_.mark(Mark::backward_end);
 }
 
 void CpuReplica::sgd_step(const SgdConfig& cfg) {
   const bool use_momentum = cfg.momentum != 0.0f;
   const bool first_step = use_momentum && !has_momentum_;
   if (first_step) momentum_.resize(ParamLayout::kCount);
+  timeline_.mark(Mark::sgd);
   ref::sgd_step(params_.data(), grads_.data(), use_momentum ? momentum_.data() : nullptr, ParamLayout::kCount,
                 cfg, first_step);
   has_momentum_ = has_momentum_ || use_momentum;
+  timeline_.mark(Mark::sgd_end);
 }
 
 float CpuReplica::loss_sum() {

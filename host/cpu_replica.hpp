@@ -25,6 +25,8 @@ class CpuReplica final : public Replica {
   void sgd_step(const SgdConfig& cfg) override;
   float loss_sum() override;
   EvalResult evaluate() override;
+  void trace_steps(long steps) override { timeline_.start(steps); }
+  std::vector<StepMarks> take_trace() override { return timeline_.take(); }
 
  private:
   // Resizes the activations for `rows` rows; a no-op once they are large enough.
@@ -48,6 +50,7 @@ class CpuReplica final : public Replica {
   std::vector<float> logits_;    // [rows, 10]
   std::vector<float> dlogits_;   // [rows, 10]
   std::vector<float> dhidden_;   // [rows, 256]
+  HostTimeline timeline_;        // the marks of traced steps (--trace)
 };
 
 }  // namespace mnistdp

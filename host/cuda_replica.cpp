@@ -289,7 +289,10 @@ void CudaReplica::compute_gradients(int first, int count, int global_batch) {
   activate();
   const cudaStream_t s = stream_.get();
   if (count == 0) {  // a replica with no rows contributes zeros, loss slot included
+    for (Mark m : {Mark::gather, Mark::forward, Mark::loss, Mark::backward})
+      mark(m);
     CUDA_CHECK(cudaMemsetAsync(grads_.data(), 0, grads_.bytes(), s));
+    mark(Mark::backward_end);
     return;
   }
   ensure_rows(count);
@@ -297,24 +300,73 @@ void CudaReplica::compute_gradients(int first, int count, int global_batch) {
   const auto g = ParamViews<float>::of(grads_.data());
   const cuda::GemmContext ctx = gemm_context();
 
+  mark(Mark::gather);
   cuda::gather_normalize(train_images_.data(), train_labels_.data(), order_.data() + first, x_.data(),
                          y_.data(), count, L::kInput, s);
+  mark(Mark::forward);
   forward(count);
+  mark(Mark::loss);
   // Scaled by 1 / global batch, not 1 / count: the replicas' gradients then sum to the global batch's.
   cuda::softmax_xent(logits_.data(), y_.data(), dlogits_.data(), grads_.data() + L::kLossSlot, count,
                      L::kClasses, 1.0f / static_cast<float>(global_batch), s);
+  mark(Mark::backward);
   cuda::linear_backward(dlogits_.data(), h_.data(), w.fc2_weight, g.fc2_weight, g.fc2_bias, dh_.data(),
                         {count, L::kHidden, L::kClasses}, true, ctx);
   cuda::linear_backward(dh_.data(), x_.data(), w.fc1_weight, g.fc1_weight, g.fc1_bias, nullptr,
                         {count, L::kInput, L::kHidden}, false, ctx);
+  mark(Mark::backward_end);
 }
 
 void CudaReplica::sgd_step(const SgdConfig& cfg) {
   activate();
   const bool with_momentum = cfg.momentum != 0.0f;
+  mark(Mark::sgd);
   cuda::sgd_step(params_.data(), grads_.data(), with_momentum ? momentum_.data() : nullptr, L::kCount, cfg,
                  with_momentum && !has_momentum_, stream_.get());
   if (with_momentum) has_momentum_ = true;
+  mark(Mark::sgd_end);
+}
+
+void CudaReplica::mark(Mark m) {
+  if (trace_remaining_ <= 0) return;
+  trace_events_[static_cast<std::size_t>(traced_steps_ * kMarksPerStep + static_cast<int>(m))].record(
+      stream_.get());
+  if (m == Mark::sgd_end) {
+    ++traced_steps_;
+    --trace_remaining_;
+  }
+}
+
+void CudaReplica::trace_steps(long steps) {
+  activate();
+  trace_events_.clear();
+  traced_steps_ = 0;
+  trace_remaining_ = steps;
+  if (steps <= 0) return;
+  for (long i = 0; i < steps * kMarksPerStep; ++i)
+    trace_events_.emplace_back(cudaEventDefault);
+  // The anchor ties device time to the host's trace clock: the host reads its clock right after the anchor
+  // has completed, so the two differ by one synchronisation's latency at most.
+  trace_anchor_.emplace(cudaEventDefault);
+  trace_anchor_->record(stream_.get());
+  trace_anchor_->synchronize();
+  trace_anchor_us_ = trace_clock_us();
+}
+
+std::vector<StepMarks> CudaReplica::take_trace() {
+  std::vector<StepMarks> steps;
+  if (!trace_anchor_) return steps;
+  activate();
+  stream_.synchronize();
+  for (long k = 0; k < traced_steps_; ++k) {
+    StepMarks& marks = steps.emplace_back();
+    for (int m = 0; m < kMarksPerStep; ++m) {
+      const Event& e = trace_events_[static_cast<std::size_t>(k * kMarksPerStep + m)];
+      marks[static_cast<std::size_t>(m)] = trace_anchor_us_ + 1000.0 * e.elapsed_ms_since(*trace_anchor_);
+    }
+  }
+  trace_remaining_ = 0;
+  return steps;
 }
 
 float CudaReplica::loss_sum() {

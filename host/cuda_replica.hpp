@@ -66,6 +66,8 @@ class CudaReplica final : public Replica {
   void sgd_step(const SgdConfig& cfg) override;
   float loss_sum() override;
   EvalResult evaluate() override;
+  void trace_steps(long steps) override;
+  std::vector<StepMarks> take_trace() override;
 
   // For the communicator: the device, and the stream every launch of this replica goes on (an all-reduce of
   // gradient_buffer() must be ordered on it, after compute_gradients and before sgd_step).
@@ -81,6 +83,8 @@ class CudaReplica final : public Replica {
   cuda::GemmContext gemm_context() const;
   // The forward pass of rows already gathered into x_ (and y_): h_ and logits_.
   void forward(int rows);
+  // Records a timeline mark on the stream while steps are being traced.
+  void mark(Mark m);
 
   int device_;
   GemmImpl gemm_;
@@ -119,6 +123,13 @@ class CudaReplica final : public Replica {
   DeviceBuffer<int> eval_correct_;  // [chunks]
   PinnedBuffer<float> host_loss_;   // [max(1, chunks)]
   PinnedBuffer<int> host_correct_;  // [chunks]
+
+  // The timeline: kMarksPerStep events per traced step, timed against an anchor whose host time is known.
+  long trace_remaining_ = 0;
+  long traced_steps_ = 0;
+  std::vector<Event> trace_events_;
+  std::optional<Event> trace_anchor_;
+  double trace_anchor_us_ = 0.0;
 };
 
 std::unique_ptr<Replica> make_cuda_replica(const DataSplits& data, int device, GemmImpl gemm);

@@ -1,6 +1,6 @@
 #pragma once
-// `mnist-dp train --explain`: the first step of the run told in plain words, with the real rows and shapes, for
-// a reader who wants to see what nn.DataParallel's one line hides.
+// `mnist-dp train --explain`: the first step of the run told in plain words, with the real rows and shapes,
+// for a reader who wants to see what nn.DataParallel's one line hides.
 #include <cstdio>
 #include <string>
 #include <vector>

@@ -5,7 +5,9 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
+#include "host/trace.hpp"
 #include "kernels/sgd.hpp"
 
 namespace mnistdp {
@@ -59,6 +61,11 @@ class Replica {
 
   // Test-set loss and accuracy with the current parameters. Waits for the device.
   virtual EvalResult evaluate() = 0;
+
+  // The timeline (host/trace.hpp): record the marks of the next `steps` steps; take_trace returns them, and
+  // may wait for the device. On a GPU the marks are CUDA events, anchored to the host's trace clock.
+  virtual void trace_steps(long steps) = 0;
+  virtual std::vector<StepMarks> take_trace() = 0;
 };
 
 }  // namespace mnistdp

@@ -15,6 +15,7 @@
 #include "host/placement.hpp"
 #include "host/progress.hpp"
 #include "host/shard.hpp"
+#include "host/trace.hpp"
 #include "mnist_io/dataset.hpp"
 
 namespace mnistdp {
@@ -105,6 +106,15 @@ int run_train(const TrainOptions& o) {
   TeeListener listener(console, metrics.get());
   Trainer trainer(std::move(replicas), std::move(communicator), data.train.count, t);
   const std::vector<EpochReport> reports = trainer.run(listener);
+  if (o.trace) {
+    std::vector<std::string> names;
+    for (const auto& r : trainer.replicas())
+      names.push_back(r->description());
+    write_chrome_trace(*o.trace, trainer.take_trace(), names);
+    fmt::print(
+        "timeline of the first {} steps written to {} (open it in ui.perfetto.dev or chrome://tracing)\n",
+        t.trace_steps, o.trace->string());
+  }
 
   double seconds = 0;
   for (const EpochReport& r : reports)

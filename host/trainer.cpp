@@ -65,12 +65,22 @@ void Trainer::check_replicas_agree(long step) const {
   }
 }
 
+std::vector<std::vector<StepMarks>> Trainer::take_trace() {
+  std::vector<std::vector<StepMarks>> marks;
+  for (auto& replica : replicas_)
+    marks.push_back(replica->take_trace());
+  return marks;
+}
+
 std::vector<EpochReport> Trainer::run(TrainListener& listener) {
   using Clock = std::chrono::steady_clock;
   std::vector<EpochReport> reports;
   std::vector<std::int32_t> order(static_cast<std::size_t>(train_count_));
   const int steps = steps_per_epoch();
   long total_steps = 0;
+  if (config_.trace_steps > 0)
+    for (auto& replica : replicas_)
+      replica->trace_steps(config_.trace_steps);
 
   for (int epoch = 0; epoch < config_.epochs; ++epoch) {
     const auto start = Clock::now();

@@ -27,6 +27,7 @@ struct TrainConfig {
   long max_steps = 0;      // stop after this many steps in all; 0 runs every epoch to its end
   bool evaluate = true;    // test loss and accuracy after each epoch
   int check_replicas = 0;  // every this many steps, verify that all replicas hold bit-identical parameters
+  long trace_steps = 0;    // record the timeline of this many steps from the start (host/trace.hpp)
 };
 
 // Replicas that stopped holding the same parameters: data parallelism has broken down.
@@ -71,6 +72,9 @@ class Trainer {
 
   int steps_per_epoch() const { return (train_count_ + config_.batch_size - 1) / config_.batch_size; }
   const std::vector<std::unique_ptr<Replica>>& replicas() const { return replicas_; }
+
+  // The timeline of the traced steps: [replica][step] marks. Waits for the devices.
+  std::vector<std::vector<StepMarks>> take_trace();
 
  private:
   // One global batch: rows [first, first + rows) of the epoch's order.

@@ -43,6 +43,8 @@ class ShardMeanReplica final : public Replica {
   void sgd_step(const SgdConfig& cfg) override { inner_->sgd_step(cfg); }
   float loss_sum() override { return inner_->loss_sum(); }
   EvalResult evaluate() override { return inner_->evaluate(); }
+  void trace_steps(long steps) override { inner_->trace_steps(steps); }
+  std::vector<StepMarks> take_trace() override { return inner_->take_trace(); }
 
  private:
   std::unique_ptr<Replica> inner_;

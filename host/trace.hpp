@@ -1,0 +1,57 @@
+#pragma once
+// A timeline of each replica's phases, step by step, in Chrome's trace event format (chrome://tracing and
+// Perfetto open it): one row per replica, so the replicas are seen working side by side and waiting for the
+// all-reduce.
+//
+// A replica records seven marks per step; the phases lie between them:
+//   gather | forward | loss | backward | all-reduce (and waiting for it) | sgd
+#include <array>
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace mnistdp {
+
+enum class Mark { gather, forward, loss, backward, backward_end, sgd, sgd_end };
+inline constexpr int kMarksPerStep = 7;
+
+// The marks of one step, in microseconds on the trace clock.
+using StepMarks = std::array<double, kMarksPerStep>;
+
+// The trace clock: the host's steady clock in microseconds. Every replica of a process uses it (GPU replicas
+// anchor their CUDA events to it), so the rows line up.
+inline double trace_clock_us() {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Collects the marks of the next `steps` steps of a CPU replica, with host clocks.
+class HostTimeline {
+ public:
+  void start(long steps) {
+    remaining_ = steps;
+    steps_.clear();
+  }
+  void mark(Mark m) {
+    if (remaining_ <= 0) return;
+    if (m == Mark::gather) steps_.emplace_back();
+    steps_.back()[static_cast<int>(m)] = trace_clock_us();
+    if (m == Mark::sgd_end) --remaining_;
+  }
+  std::vector<StepMarks> take() {
+    remaining_ = 0;
+    return std::move(steps_);
+  }
+
+ private:
+  long remaining_ = 0;
+  std::vector<StepMarks> steps_;
+};
+
+// Writes the trace: replica_marks[r][k] holds replica r's marks of step k; names label the rows.
+void write_chrome_trace(const std::filesystem::path& path,
+                        const std::vector<std::vector<StepMarks>>& replica_marks,
+                        const std::vector<std::string>& names);
+
+}  // namespace mnistdp
