@@ -319,10 +319,6 @@ Json parse_header_json(std::string_view text, std::string_view name) {
   }
 }
 
-std::uint64_t read_nonnegative(const Json& value) {
-  return value.get<std::uint64_t>();
-}
-
 TensorEntry parse_tensor_entry(const std::string& tensor, const Json& entry, std::string_view name) {
   const std::string shown = printable(tensor);
   if (!entry.is_object())
@@ -340,15 +336,15 @@ TensorEntry parse_tensor_entry(const std::string& tensor, const Json& entry, std
   for (const Json& d : *shape) {
     if (!d.is_number_unsigned())
       fail(name, "tensor {}: shape must be a list of non-negative integers, found {}", shown, d.type_name());
-    t.shape.push_back(read_nonnegative(d));
+    t.shape.push_back(d.get<std::uint64_t>());
   }
 
   const auto offsets = entry.find("data_offsets");
   if (offsets == entry.end() || !offsets->is_array() || offsets->size() != 2 ||
       !(*offsets)[0].is_number_unsigned() || !(*offsets)[1].is_number_unsigned())
     fail(name, "tensor {}: data_offsets must be two non-negative integers [begin, end]", shown);
-  t.begin = read_nonnegative((*offsets)[0]);
-  t.end = read_nonnegative((*offsets)[1]);
+  t.begin = (*offsets)[0].get<std::uint64_t>();
+  t.end = (*offsets)[1].get<std::uint64_t>();
   if (t.end < t.begin)
     fail(name, "tensor {}: data_offsets [{}, {}] end before they begin", shown, t.begin, t.end);
 
@@ -359,9 +355,12 @@ TensorEntry parse_tensor_entry(const std::string& tensor, const Json& entry, std
   for (std::uint64_t d : t.shape)
     if (__builtin_mul_overflow(total_bits, d, &total_bits))
       fail(name, "tensor {}: shape [{}] is impossibly large", shown, fmt::join(t.shape, ", "));
-  if (total_bits % 8 != 0 || total_bits / 8 != t.end - t.begin)
-    fail(name, "tensor {}: data_offsets [{}, {}] hold {} bytes, but shape [{}] of {} needs {} bits", shown,
-         t.begin, t.end, t.end - t.begin, fmt::join(t.shape, ", "), t.dtype, total_bits);
+  if (total_bits % 8 != 0)
+    fail(name, "tensor {}: shape [{}] of {} is {} bits, not a whole number of bytes", shown,
+         fmt::join(t.shape, ", "), t.dtype, total_bits);
+  if (total_bits / 8 != t.end - t.begin)
+    fail(name, "tensor {}: data_offsets [{}, {}] hold {} bytes, but shape [{}] of {} needs {}", shown,
+         t.begin, t.end, t.end - t.begin, fmt::join(t.shape, ", "), t.dtype, total_bits / 8);
   return t;
 }
 

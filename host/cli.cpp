@@ -98,10 +98,30 @@ void add_train_options(CLI::App& train, TrainOptions& o) {
       "--no-progress", [&o] { o.progress = ProgressMode::Off; }, "Never show a progress line");
   train.add_flag("--explain", o.explain, "Before training, tell in plain words what the first step does");
   train.add_option(
+      "--save", o.save,
+      "Save a checkpoint (safetensors, PyTorch's names) here after every epoch and when stopped");
+  auto* resume = train.add_option("--resume", o.resume, "Continue the run saved in this checkpoint");
+  train
+      .add_option("--init-from", o.init_from,
+                  "Start from the parameters in this safetensors file (one written by PyTorch will do)")
+      ->excludes(resume);
+  train.add_option(
       "--trace", o.trace,
       "Write a timeline of each replica's phases (Chrome trace format, for Perfetto) to this file");
   train.add_option("--trace-steps", o.trace_steps, "Steps the timeline covers, from the start")
       ->check(CLI::Range(1L, 100000L))
+      ->capture_default_str();
+}
+
+void add_eval_options(CLI::App& eval, EvalOptions& o) {
+  eval.add_option("--checkpoint", o.checkpoint, "The checkpoint to evaluate (safetensors)")->required();
+  eval.add_option("--data", o.data, "As for train: the folder with the four MNIST files");
+  eval.add_option("--device", o.device, "auto, cpu or cuda")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
+      ->capture_default_str();
+  eval.add_flag("--json", o.json, "Also print the result as one line of JSON, last");
+  eval.add_option("--gemm", o.gemm, "CUDA matrix product: naive, tiled, blocked or cublas")
+      ->check(CLI::IsMember({"naive", "tiled", "blocked", "cublas"}))
       ->capture_default_str();
 }
 
@@ -138,13 +158,19 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
   CommandLine result;
   CLI::App app{"mnist-dp: SimpleNet (784-256-10) trained data-parallel, by hand, in CUDA C++ and C++"};
   app.set_version_flag("--version", kVersion);
+  // As in most tools, an option given twice takes its last value (so a script can append overrides).
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.require_subcommand(1);
   CLI::App* train = app.add_subcommand("train", "Train SimpleNet as the reference PyTorch program does");
   add_train_options(*train, result.train);
+  CLI::App* eval = app.add_subcommand("eval", "Report the test loss and accuracy of a checkpoint");
+  add_eval_options(*eval, result.eval);
   // CLI11 would report a mistyped command only as "a subcommand is required"; name it instead.
-  if (argc >= 2 && argv[1][0] != '-' && std::string_view(argv[1]) != train->get_name())
+  if (argc >= 2 && argv[1][0] != '-' && std::string_view(argv[1]) != train->get_name() &&
+      std::string_view(argv[1]) != eval->get_name())
     throw UsageError(fmt::format(
-        "unknown command '{}'; the command is: train\nRun 'mnist-dp --help' for the options.", argv[1]));
+        "unknown command '{}'; the commands are: train, eval\nRun 'mnist-dp --help' for the options.",
+        argv[1]));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -155,7 +181,13 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
     }
     std::string message = e.what();
     throw UsageError(fmt::format("{}\nRun 'mnist-dp {}--help' for the options.", message,
-                                 train->parsed() ? "train " : ""));
+                                 train->parsed()  ? "train "
+                                 : eval->parsed() ? "eval "
+                                                  : ""));
+  }
+  if (eval->parsed()) {
+    result.action = CommandLine::Action::Eval;
+    return result;
   }
   check_consistency(result.train);
   result.train.train.trace_steps = result.train.trace ? result.train.trace_steps : 0;
@@ -170,6 +202,7 @@ int run_cli(int argc, const char* const* argv) {
       fmt::print("{}", command.text);
       return 0;
     }
+    if (command.action == CommandLine::Action::Eval) return run_eval(command.eval);
     return run_train(command.train);
   } catch (const UsageError& e) {
     fmt::print(stderr, "mnist-dp: {}\n", e.what());

@@ -26,11 +26,24 @@ struct TrainOptions {
   bool explain = false;
   std::optional<std::filesystem::path> trace;  // Chrome trace of the first trace_steps steps
   long trace_steps = 50;
+  std::optional<std::filesystem::path>
+      save;  // checkpoint after every epoch, at the end, and on SIGINT/SIGTERM
+  std::optional<std::filesystem::path> resume;     // continue a run from its checkpoint
+  std::optional<std::filesystem::path> init_from;  // start from these parameters (also PyTorch's safetensors)
+};
+
+struct EvalOptions {
+  std::filesystem::path checkpoint;
+  std::optional<std::filesystem::path> data;
+  std::string device = "auto";
+  std::string gemm = "blocked";
+  bool json = false;  // also print the result as one JSON line, last
 };
 
 struct CommandLine {
-  enum class Action { Train, Exit } action = Action::Exit;
+  enum class Action { Train, Eval, Exit } action = Action::Exit;
   TrainOptions train;
+  EvalOptions eval;
   std::string text;  // for Exit: what to print (help, version)
 };
 

@@ -52,3 +52,11 @@ void TeeListener::on_epoch_end(const EpochReport& r) {
 }
 
 }  // namespace mnistdp
+
+namespace mnistdp {
+
+bool TeeListener::stop_requested() {
+  return first_.stop_requested() || (second_ && second_->stop_requested());
+}
+
+}  // namespace mnistdp

@@ -33,6 +33,7 @@ class TeeListener final : public TrainListener {
   void on_step_loss(const StepLoss& s) override;
   void on_step(int epoch, int step, int steps_in_epoch) override;
   void on_epoch_end(const EpochReport& r) override;
+  bool stop_requested() override;
 
  private:
   TrainListener& first_;

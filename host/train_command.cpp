@@ -2,10 +2,14 @@
 
 #include <fmt/format.h>
 #include <unistd.h>
+#include <csignal>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <string_view>
 #include <vector>
 
+#include "host/checkpoint.hpp"
 #include "host/communicator.hpp"
 #include "host/explain.hpp"
 #include "host/init.hpp"
@@ -15,6 +19,7 @@
 #include "host/placement.hpp"
 #include "host/progress.hpp"
 #include "host/shard.hpp"
+#include "host/stop_signals.hpp"
 #include "host/trace.hpp"
 #include "mnist_io/dataset.hpp"
 
@@ -22,6 +27,8 @@ namespace mnistdp {
 
 namespace {
 
+// The batch size goes into the checkpoint: a run resumed with another one would not be the same run.
+constexpr std::string_view kBatchSizeKey = "mnist_dp.batch_size";
 constexpr double kMiB = 1024.0 * 1024.0;
 
 DataSplits load_data(const TrainOptions& o) {
@@ -68,13 +75,137 @@ std::string start_record(const TrainOptions& o, const DataSplits& data,
       .dump();
 }
 
+// Where the run starts: from the seed, from a parameter file (--init-from), or where a checkpoint left off
+// (--resume), which also brings back the momentum, the step and the seed.
+struct StartState {
+  std::vector<float> params;
+  std::optional<std::vector<float>> momentum;
+  long step = 0;
+};
+
+StartState start_state(const TrainOptions& o, TrainConfig& t, const DataSplits& data) {
+  StartState state;
+  if (o.resume) {
+    Checkpoint c = load_checkpoint(*o.resume);
+    if (!c.has_training_state)
+      throw CheckpointError(
+          fmt::format("{}: holds parameters but no training state (a file written by PyTorch?); "
+                      "start from it with --init-from instead of --resume",
+                      o.resume->string()));
+    if (c.data_fingerprint != fingerprint(data.train))
+      throw CheckpointError(
+          fmt::format("{}: was trained on other data (fingerprint {:016x}, this data set {:016x})",
+                      o.resume->string(), c.data_fingerprint, fingerprint(data.train)));
+    if (const auto b = c.extra.find(std::string(kBatchSizeKey));
+        b != c.extra.end() && b->second != std::to_string(t.batch_size))
+      throw UsageError(
+          fmt::format("--resume {}: the run used --batch-size {}; resume it with the same batch size",
+                      o.resume->string(), b->second));
+    t.seed = c.seed;
+    state.step = c.step;
+    state.params = std::move(c.params);
+    state.momentum = std::move(c.momentum);
+    fmt::print("resuming: {} after {} steps ({} epochs complete), seed {}\n", o.resume->string(), c.step,
+               c.epoch, c.seed);
+    return state;
+  }
+  if (o.init_from) {
+    state.params = load_checkpoint(*o.init_from).params;
+    fmt::print("initial parameters: {}\n", o.init_from->string());
+    return state;
+  }
+  state.params.resize(ParamLayout::kCount);
+  init_parameters(state.params, t.seed);
+  return state;
+}
+
+// Saves a checkpoint after every epoch (and after a stopped one), and turns SIGINT/SIGTERM into a stop
+// request.
+class CheckpointListener final : public TrainListener {
+ public:
+  CheckpointListener(const TrainOptions& o, const TrainConfig& t, const DataSplits& data,
+                     const Trainer& trainer, const StopSignals& signals)
+      : o_(o), t_(t), fingerprint_(fingerprint(data.train)), trainer_(trainer), signals_(signals) {}
+
+  bool stop_requested() override { return signals_.requested(); }
+
+  void on_epoch_end(const EpochReport& r) override {
+    if (!o_.save) return;
+    Checkpoint c;
+    c.params.resize(ParamLayout::kCount);
+    const Replica& replica = *trainer_.replicas()[0];
+    replica.store_parameters(c.params);
+    if (replica.has_momentum()) {
+      c.momentum.emplace(ParamLayout::kCount);
+      replica.store_momentum(*c.momentum);
+    }
+    c.epoch = r.complete ? r.epoch + 1 : r.epoch;
+    c.step = r.total_steps;
+    c.seed = t_.seed;
+    c.data_fingerprint = fingerprint_;
+    // The settings of the run, so that a reader (tests/python/test_step_vs_torch.py) can redo its steps.
+    c.extra[std::string(kBatchSizeKey)] = std::to_string(t_.batch_size);
+    c.extra["mnist_dp.sgd.lr"] = fmt::format("{}", t_.sgd.lr);
+    c.extra["mnist_dp.sgd.momentum"] = fmt::format("{}", t_.sgd.momentum);
+    c.extra["mnist_dp.sgd.dampening"] = fmt::format("{}", t_.sgd.dampening);
+    c.extra["mnist_dp.sgd.weight_decay"] = fmt::format("{}", t_.sgd.weight_decay);
+    c.extra["mnist_dp.sgd.nesterov"] = t_.sgd.nesterov ? "true" : "false";
+    save_checkpoint(*o_.save, c);
+    saved_step_ = r.total_steps;
+  }
+
+  long saved_step() const { return saved_step_; }
+
+ private:
+  const TrainOptions& o_;
+  const TrainConfig& t_;
+  std::uint64_t fingerprint_;
+  const Trainer& trainer_;
+  const StopSignals& signals_;
+  long saved_step_ = -1;
+};
+
+// The listeners of one run, each told of every event.
+class Listeners final : public TrainListener {
+ public:
+  // Null entries (a listener that is not wanted in this run) are left out.
+  explicit Listeners(const std::vector<TrainListener*>& all) {
+    for (TrainListener* l : all)
+      if (l) all_.push_back(l);
+  }
+  void on_step_loss(const StepLoss& s) override {
+    for (auto* l : all_)
+      l->on_step_loss(s);
+  }
+  void on_step(int epoch, int step, int steps) override {
+    for (auto* l : all_)
+      l->on_step(epoch, step, steps);
+  }
+  void on_epoch_end(const EpochReport& r) override {
+    for (auto* l : all_)
+      l->on_epoch_end(r);
+  }
+  bool stop_requested() override {
+    for (auto* l : all_)
+      if (l->stop_requested()) return true;
+    return false;
+  }
+
+ private:
+  std::vector<TrainListener*> all_;
+};
+
 }  // namespace
 
 int run_train(const TrainOptions& o) {
-  const TrainConfig& t = o.train;
+  // From here on, SIGINT and SIGTERM end the run after the step in progress, with a checkpoint.
+  const StopSignals signals;
+  TrainConfig t = o.train;
   fmt::print("mnist-dp: SimpleNet 784-256-10, {} parameters\n", ParamLayout::kCount);
   const Placement placement = choose_placement(o);
   const DataSplits data = load_data(o);
+  const StartState start = start_state(o, t, data);
+  t.start_step = start.step;
   std::vector<std::unique_ptr<Replica>> replicas = make_replicas(o, data, placement);
   std::unique_ptr<Communicator> communicator = make_communicator(placement, replicas);
   print_placement(placement, replicas, *communicator, t.batch_size, data.train.count);
@@ -85,9 +216,10 @@ int run_train(const TrainOptions& o) {
     explain_first_step(stdout, t, data.train.count, names, communicator->description());
   }
 
-  std::vector<float> params(ParamLayout::kCount);
-  init_parameters(params, t.seed);
-  replicas[0]->load_parameters(params);
+  replicas[0]->load_parameters(start.params);  // the trainer broadcasts them to the other replicas
+  if (start.momentum)
+    for (auto& r : replicas)
+      r->load_momentum(*start.momentum);
 
   // The metrics file is opened before training so that a bad path fails now, not after five epochs.
   std::unique_ptr<MetricsWriter> metrics;
@@ -102,9 +234,10 @@ int run_train(const TrainOptions& o) {
 
   const bool progress =
       o.progress == ProgressMode::On || (o.progress == ProgressMode::Auto && isatty(fileno(stdout)) != 0);
-  ConsoleListener console(stdout, progress, t.epochs, t.batch_size);
-  TeeListener listener(console, metrics.get());
   Trainer trainer(std::move(replicas), std::move(communicator), data.train.count, t);
+  ConsoleListener console(stdout, progress, t.epochs, t.batch_size);
+  CheckpointListener checkpoints(o, t, data, trainer, signals);
+  Listeners listener({&console, &checkpoints, metrics.get()});
   const std::vector<EpochReport> reports = trainer.run(listener);
   if (o.trace) {
     std::vector<std::string> names;
@@ -116,12 +249,53 @@ int run_train(const TrainOptions& o) {
         t.trace_steps, o.trace->string());
   }
 
+  if (signals.requested()) {
+    const int sig = signals.signal();
+    const long step = reports.empty() ? t.start_step : reports.back().total_steps;
+    if (o.save)
+      fmt::print(
+          stderr,
+          "mnist-dp: stopped by {} after step {}; checkpoint saved to {} (continue with --resume {})\n",
+          sig == SIGINT ? "SIGINT" : "SIGTERM", step, o.save->string(), o.save->string());
+    else
+      fmt::print(stderr,
+                 "mnist-dp: stopped by {} after step {}; nothing saved (--save PATH keeps the progress)\n",
+                 sig == SIGINT ? "SIGINT" : "SIGTERM", step);
+    return 128 + sig;
+  }
   double seconds = 0;
   for (const EpochReport& r : reports)
     seconds += r.seconds;
   if (!reports.empty() && reports.back().test.count > 0)
     fmt::print("finished: {} epoch{} in {:.2f} s of training; final test accuracy {:.2f}%\n", reports.size(),
                reports.size() == 1 ? "" : "s", seconds, 100.0 * reports.back().test.accuracy());
+  if (o.save && checkpoints.saved_step() >= 0) fmt::print("checkpoint: {}\n", o.save->string());
+  return 0;
+}
+
+int run_eval(const EvalOptions& e) {
+  TrainOptions o;
+  o.data = e.data;
+  o.device = e.device;
+  o.gemm = e.gemm;
+  o.devices = std::to_string(0);  // the first visible GPU (a string literal here trips GCC 12 bug 105329)
+  o.replicas = 1;
+  const Checkpoint c = load_checkpoint(e.checkpoint);
+  const Placement placement = choose_placement(o);
+  const DataSplits data = load_data(o);
+  std::vector<std::unique_ptr<Replica>> replicas = make_replicas(o, data, placement);
+  replicas[0]->load_parameters(c.params);
+  const EvalResult r = replicas[0]->evaluate();
+  fmt::print("{}: test loss {:.4f}, test accuracy {:.2f}% ({} of {} images) on {}\n", e.checkpoint.string(),
+             r.mean_loss(), 100.0 * r.accuracy(), r.correct, r.count, replicas[0]->description());
+  if (e.json)
+    fmt::print("{}\n", nlohmann::json{{"checkpoint", e.checkpoint.string()},
+                                      {"test_loss", r.mean_loss()},
+                                      {"test_accuracy", r.accuracy()},
+                                      {"correct", r.correct},
+                                      {"count", r.count},
+                                      {"device", replicas[0]->description()}}
+                           .dump());
   return 0;
 }
 

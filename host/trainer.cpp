@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <stdexcept>
 
@@ -77,20 +78,22 @@ std::vector<EpochReport> Trainer::run(TrainListener& listener) {
   std::vector<EpochReport> reports;
   std::vector<std::int32_t> order(static_cast<std::size_t>(train_count_));
   const int steps = steps_per_epoch();
-  long total_steps = 0;
+  long total_steps = config_.start_step;
   if (config_.trace_steps > 0)
     for (auto& replica : replicas_)
       replica->trace_steps(config_.trace_steps);
 
-  for (int epoch = 0; epoch < config_.epochs; ++epoch) {
+  // A resumed run starts inside the epoch it stopped in; each epoch's order depends only on the seed and the
+  // epoch, so the rest of that epoch sees exactly the rows it would have seen.
+  for (int epoch = static_cast<int>(total_steps / steps); epoch < config_.epochs; ++epoch) {
     const auto start = Clock::now();
     epoch_order(order, config_.seed, epoch);
     for (auto& replica : replicas_)
       replica->set_epoch_order(order);
 
-    EpochReport report{epoch, 0, 0, 0.0, {}, true};
-    for (int i = 0; i < steps; ++i) {
-      if (config_.max_steps > 0 && total_steps >= config_.max_steps) {
+    EpochReport report{epoch, 0, 0, 0.0, {}, true, 0};
+    for (int i = static_cast<int>(total_steps - static_cast<long>(epoch) * steps); i < steps; ++i) {
+      if ((config_.max_steps > 0 && total_steps >= config_.max_steps) || listener.stop_requested()) {
         report.complete = false;
         break;
       }
@@ -102,8 +105,11 @@ std::vector<EpochReport> Trainer::run(TrainListener& listener) {
         check_replicas_agree(total_steps);
       ++report.steps;
       report.samples += rows;
-      if (config_.log_interval > 0 && i % config_.log_interval == 0)
-        listener.on_step_loss({epoch, i, replicas_[0]->loss_sum() / static_cast<float>(rows)});
+      if (config_.log_interval > 0 && i % config_.log_interval == 0) {
+        const float loss = replicas_[0]->loss_sum() / static_cast<float>(rows);
+        check_finite(loss, epoch, i);
+        listener.on_step_loss({epoch, i, loss});
+      }
       listener.on_step(epoch, i, steps);
     }
     // loss_sum() waits for the replica's device: the epoch ends when every replica has finished its last
@@ -111,12 +117,25 @@ std::vector<EpochReport> Trainer::run(TrainListener& listener) {
     for (auto& replica : replicas_)
       replica->loss_sum();
     report.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    report.total_steps = total_steps;
+    if (report.steps > 0)
+      check_finite(replicas_[0]->loss_sum(), epoch,
+                   static_cast<int>(total_steps - 1 - static_cast<long>(epoch) * steps));
     if (config_.evaluate) report.test = replicas_[0]->evaluate();
     listener.on_epoch_end(report);
     reports.push_back(report);
     if (!report.complete) break;
   }
   return reports;
+}
+
+void Trainer::check_finite(float loss, int epoch, int step) const {
+  if (!std::isfinite(loss))
+    throw TrainingDiverged(
+        fmt::format("the loss became {} at epoch {}, step {}: training diverged (a smaller --lr may help); "
+                    "the last checkpoint, "
+                    "if any, was written before this and is left as it was",
+                    loss, epoch, step));
 }
 
 }  // namespace mnistdp

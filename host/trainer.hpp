@@ -28,6 +28,13 @@ struct TrainConfig {
   bool evaluate = true;    // test loss and accuracy after each epoch
   int check_replicas = 0;  // every this many steps, verify that all replicas hold bit-identical parameters
   long trace_steps = 0;    // record the timeline of this many steps from the start (host/trace.hpp)
+  long start_step = 0;     // steps already done in all (a resumed run); the run continues from the next one
+};
+
+// A loss that is no longer a finite number: the run cannot recover.
+class TrainingDiverged : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
 };
 
 // Replicas that stopped holding the same parameters: data parallelism has broken down.
@@ -48,7 +55,8 @@ struct EpochReport {
   long samples;
   double seconds;  // the training steps only, evaluation excluded
   EvalResult test;
-  bool complete;  // false when max_steps cut the epoch short
+  bool complete;     // false when max_steps or a stop request cut the epoch short
+  long total_steps;  // steps done in all at the end of this epoch
 };
 
 // Hooks for whatever shows the run: the console, a metrics file, a test that records the losses.
@@ -59,6 +67,8 @@ class TrainListener {
   // Called after every step; cheap, so it can drive a progress display.
   virtual void on_step(int /*epoch*/, int /*step*/, int /*steps_in_epoch*/) {}
   virtual void on_epoch_end(const EpochReport&) {}
+  // Asked before every step; true ends the run after the step in progress (for example on SIGINT).
+  virtual bool stop_requested() { return false; }
 };
 
 class Trainer {
@@ -82,6 +92,8 @@ class Trainer {
   void broadcast_parameters();
   // Throws ReplicaDivergence naming the first parameter where a replica differs from replica 0.
   void check_replicas_agree(long step) const;
+  // Throws TrainingDiverged when the loss is NaN or infinite.
+  void check_finite(float loss, int epoch, int step) const;
 
   std::vector<std::unique_ptr<Replica>> replicas_;
   std::vector<Replica*> replica_ptrs_;

@@ -12,7 +12,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 venv=$root/.venv-py
 safetensors_version=${SAFETENSORS_VERSION:-0.8.0}
 case "${1:-}" in
-  -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+  -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
   "") ;;
   *) echo "setup-python.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
 esac

@@ -4,5 +4,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+scripts/setup-python.sh   # PyTorch and safetensors, for the checkpoint interoperability tests
 scripts/build.sh default
 ctest --preset default -j "$(nproc)" "$@"

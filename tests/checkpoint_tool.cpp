@@ -2,9 +2,10 @@
 //
 //   checkpoint_tool write PATH SEED [--momentum]
 //       writes a checkpoint whose every value the Python side can recompute:
-//       value[i] = (((i * 2654435761 + seed) mod 2^64) mod 2001 - 1000) / 4096, exact in float32, over the flat
-//       buffer (fc1.weight, fc1.bias, fc2.weight, fc2.bias); the momentum, if asked for, uses seed + 1.
-//       Metadata: epoch 3, step 2814, the seed, fingerprint 0x0123456789abcdef XOR seed, extra writer=checkpoint_tool.
+//       value[i] = (((i * 2654435761 + seed) mod 2^64) mod 2001 - 1000) / 4096, exact in float32, over the
+//       flat buffer (fc1.weight, fc1.bias, fc2.weight, fc2.bias); the momentum, if asked for, uses seed + 1.
+//       Metadata: epoch 3, step 2814, the seed, fingerprint 0x0123456789abcdef XOR seed, extra
+//       writer=checkpoint_tool.
 //   checkpoint_tool dump PATH
 //       prints the checkpoint as JSON: training state, metadata, and per tensor (parameters and momentum) the
 //       shape, the sum in double precision over the row-major values, and the first 8 values.
@@ -12,7 +13,8 @@
 //       prints the training rows of step STEP (counted from 0 within the epoch) as a JSON list: mnist-dp's
 //       epoch_order(seed, epoch) rows [STEP * BATCH_SIZE, min(+BATCH_SIZE, TRAIN_COUNT)).
 //
-// Exit status: 0, 1 for a refused checkpoint or failed write (the message on stderr), 2 for a bad command line.
+// Exit status: 0, 1 for a refused checkpoint or failed write (the message on stderr), 2 for a bad command
+// line.
 #include <fmt/format.h>
 
 #include <charconv>
@@ -116,7 +118,8 @@ int dump(const std::vector<std::string_view>& args) {
 }
 
 int batch_indices(const std::vector<std::string_view>& args) {
-  if (args.size() != 5) throw Usage("usage: checkpoint_tool batch-indices SEED EPOCH STEP BATCH_SIZE TRAIN_COUNT");
+  if (args.size() != 5)
+    throw Usage("usage: checkpoint_tool batch-indices SEED EPOCH STEP BATCH_SIZE TRAIN_COUNT");
   const auto seed = number<std::uint64_t>(args[0], "SEED");
   const auto epoch = number<int>(args[1], "EPOCH");
   const auto step = number<long>(args[2], "STEP");
@@ -156,4 +159,6 @@ int run(int argc, char** argv) {
 }  // namespace
 }  // namespace mnistdp
 
-int main(int argc, char** argv) { return mnistdp::run(argc, argv); }
+int main(int argc, char** argv) {
+  return mnistdp::run(argc, argv);
+}

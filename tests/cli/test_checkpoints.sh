@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Nothing lost: resuming gives the parameters of the uninterrupted run to the bit, SIGINT saves and exits
+# non-zero, a diverging run stops with the step named and leaves the last checkpoint alone.
+#   test_checkpoints.sh MNIST_DP DATA_DIR
+# Closes with 'N passed, M failed'; exits non-zero when a check failed.
+set -uo pipefail
+bin=$1
+data=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+passed=0 failed=0
+check() {  # check DESCRIPTION COMMAND...
+  local what=$1
+  shift
+  if "$@"; then
+    passed=$((passed + 1)); echo "ok: $what"
+  else
+    failed=$((failed + 1)); echo "FAILED: $what"
+  fi
+}
+train() { "$bin" train --data "$data" --device cpu --no-progress --log-interval 100000 "$@"; }
+
+# 1. Resumed after an epoch: the same file as the run that never stopped.
+train --epochs 2 --save "$work/straight.st" >"$work/straight.log" 2>&1
+train --epochs 1 --save "$work/resumed.st" >/dev/null 2>&1
+train --epochs 2 --resume "$work/resumed.st" --save "$work/resumed.st" >"$work/resumed.log" 2>&1
+check "resumed after epoch 1 equals the uninterrupted run to the bit" cmp -s "$work/straight.st" "$work/resumed.st"
+
+# 2. Resumed in the middle of an epoch (as after SIGINT), with momentum: the same file again.
+train --epochs 1 --momentum 0.9 --save "$work/whole.st" >/dev/null 2>&1
+train --epochs 1 --momentum 0.9 --max-steps 300 --save "$work/part.st" >/dev/null 2>&1
+train --epochs 1 --momentum 0.9 --resume "$work/part.st" --save "$work/part.st" >/dev/null 2>&1
+check "resumed after step 300 (momentum 0.9) equals the uninterrupted run to the bit" \
+  cmp -s "$work/whole.st" "$work/part.st"
+
+# 3. SIGINT: the step finishes, a checkpoint is saved, the exit code says it was interrupted.
+# Started directly, not through the train function, so that $! is mnist-dp itself and not a subshell.
+"$bin" train --data "$data" --device cpu --no-progress --epochs 5 --log-interval 50 --save "$work/int.st" \
+  >"$work/int.log" 2>&1 &
+pid=$!
+for _ in $(seq 1 300); do grep -q "Step 50," "$work/int.log" && break; sleep 0.1; done
+kill -INT "$pid"
+wait "$pid"
+rc=$?
+check "SIGINT exits with 130 (got $rc)" test "$rc" -eq 130
+check "SIGINT says where the checkpoint is" grep -q "stopped by SIGINT after step .*checkpoint saved to $work/int.st" "$work/int.log"
+check "the checkpoint saved on SIGINT loads" "$bin" eval --checkpoint "$work/int.st" --data "$data" --device cpu
+
+# 4. Divergence: stops with the step named, exit 1, and the last checkpoint is left as it was.
+cp "$work/whole.st" "$work/good.st"
+cp "$work/whole.st" "$work/keep.st"
+train --epochs 1 --lr 1e30 --log-interval 1 --init-from "$work/good.st" --save "$work/keep.st" >"$work/nan.log" 2>&1
+rc=$?
+check "a diverging run exits with 1 (got $rc)" test "$rc" -eq 1
+check "a diverging run names the step" grep -q "the loss became .* at epoch 0, step" "$work/nan.log"
+check "a diverging run leaves the last checkpoint intact" cmp -s "$work/good.st" "$work/keep.st"
+
+# 5. Bad files are named.
+"$bin" train --data "$data" --resume "$work/missing.st" >/dev/null 2>"$work/missing.err"
+check "a missing checkpoint is named" grep -q "$work/missing.st" "$work/missing.err"
+head -c 100 "$work/whole.st" >"$work/cut.st"
+"$bin" eval --checkpoint "$work/cut.st" --data "$data" >/dev/null 2>"$work/cut.err"
+check "a truncated checkpoint is refused with its name" grep -q "$work/cut.st" "$work/cut.err"
+
+echo "$passed passed, $failed failed"
+test "$failed" -eq 0
