@@ -2,18 +2,18 @@
 # Installs what mnist-dp needs to build, test and train, from Debian's packages. Safe to run again: it installs
 # only what is missing. The CUDA toolkit is not a Debian package here; without it the build is CPU-only.
 #   scripts/setup.sh            build and test dependencies, and Debian's Fashion-MNIST as default data
-#   scripts/setup.sh --peers    also PyTorch (CPU build) for the side-by-side benchmarks
+#   scripts/setup.sh --peers    also PyTorch (CPU build) and matplotlib for the side-by-side benchmarks
 set -euo pipefail
 
 packages=(
   cmake ninja-build g++ pkg-config
   libfmt-dev catch2 zlib1g-dev libcli11-dev nlohmann-json3-dev
-  libopenblas-dev libopenblas0-pthread
+  libopenblas-dev libopenblas0-pthread libbenchmark-dev
   dataset-fashion-mnist
 )
 for arg in "$@"; do
   case "$arg" in
-    --peers) packages+=(python3-torch python3-numpy) ;;
+    --peers) packages+=(python3-torch python3-numpy python3-matplotlib) ;;
     -h|--help) sed -n '2,6p' "$0"; exit 0 ;;
     *) echo "setup.sh: unknown argument '$arg' (try --help)" >&2; exit 2 ;;
   esac

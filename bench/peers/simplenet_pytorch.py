@@ -4,7 +4,12 @@
 Variants:
   loader   as written: a DataLoader with shuffle=True over a data set that converts and normalises every sample
            on access (ToTensor + Normalize((0.5,), (0.5,)), written out so torchvision is not needed)
-  tensor   the data normalised once into one tensor on the device, batches taken by a shuffled index
+  tensor   the data normalised once into one tensor on the device, batches taken by a shuffled index (on a GPU:
+           PyTorch eager with the data on the device)
+  compile  as tensor, with the model compiled by torch.compile(mode="reduce-overhead") (PyTorch 2.0 or later; on a
+           GPU that mode replays the compiled forward and backward as CUDA graphs)
+  graphs   as tensor, with the whole step (forward, loss, backward, SGD) captured once in a torch.cuda.graph and
+           replayed for every full batch (the last, short batch of an epoch runs eagerly); needs a CUDA device
 
 It reads the same IDX files as mnist-dp (raw or .gz) and prints the reference program's loss lines, then one JSON
 object per epoch on lines starting with "RESULT " for scripts.
@@ -84,10 +89,77 @@ def evaluate(model, x_test, y_test):
     return loss, accuracy
 
 
+def check_variant(variant, device):
+    """Fails at once, with what to do, when this PyTorch or this device cannot run the variant."""
+    if variant == "compile" and not hasattr(torch, "compile"):
+        sys.exit(f"simplenet_pytorch.py: --variant compile needs torch.compile, which PyTorch 2.0 added; this is "
+                 f"PyTorch {torch.__version__}. Use --variant tensor, or a newer PyTorch.")
+    if variant == "graphs":
+        if not hasattr(torch.cuda, "graph") or not hasattr(torch.cuda, "CUDAGraph"):
+            sys.exit(f"simplenet_pytorch.py: --variant graphs needs torch.cuda.graph (PyTorch 1.10 or later); "
+                     f"this is PyTorch {torch.__version__}")
+        if device.type != "cuda":
+            sys.exit("simplenet_pytorch.py: --variant graphs captures CUDA graphs: it needs --device cuda")
+    if device.type == "cuda" and not torch.cuda.is_available():
+        build = "a CPU-only build" if torch.version.cuda is None else f"built for CUDA {torch.version.cuda}"
+        sys.exit(f"simplenet_pytorch.py: --device {device}: PyTorch {torch.__version__} ({build}) sees no usable GPU")
+
+
+def make_graphed_step(model, criterion, optimizer, device, eager_step):
+    """The whole step captured in one CUDA graph, as in PyTorch's "whole-network capture" recipe.
+
+    Full batches are copied into static input tensors and the graph replayed; a batch of another size (the last of
+    an epoch) runs eagerly. The warm-up iterations that capture needs would train the model, so the parameters are
+    saved before and restored after, in place (the graph holds their addresses); plain SGD keeps no other state.
+    """
+    static_x = torch.zeros(64, 784, device=device)
+    static_y = torch.zeros(64, dtype=torch.int64, device=device)
+    saved = [p.detach().clone() for p in model.parameters()]
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            eager_step(static_x, static_y)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    optimizer.zero_grad(set_to_none=True)
+    with torch.cuda.graph(graph):
+        static_loss = criterion(model(static_x), static_y)
+        static_loss.backward()
+        optimizer.step()
+    with torch.no_grad():
+        for p, s in zip(model.parameters(), saved):
+            p.copy_(s)
+
+    def graphed_step(images, labels):
+        if len(labels) != static_x.shape[0]:
+            optimizer.zero_grad(set_to_none=True)  # the eager step's gradients, not the graph's
+            return eager_step(images, labels)
+        static_x.copy_(images)
+        static_y.copy_(labels)
+        graph.replay()
+        return static_loss
+
+    return graphed_step
+
+
+def describe(device):
+    """What ran: the GPU's name, or the OpenBLAS kernels PyTorch's BLAS calls use on this CPU."""
+    if device.type == "cuda":
+        return {"gpu": torch.cuda.get_device_name(device), "cuda": torch.version.cuda}
+    try:
+        import ctypes
+        core = ctypes.CDLL("libopenblas.so.0").openblas_get_corename
+        core.restype = ctypes.c_char_p
+        return {"openblas_core": core().decode()}
+    except (OSError, AttributeError):
+        return {}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", default="/usr/share/datasets/fashion-mnist", help="folder with the 4 IDX files")
-    parser.add_argument("--variant", choices=["loader", "tensor"], default="tensor")
+    parser.add_argument("--variant", choices=["loader", "tensor", "compile", "graphs"], default="tensor")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1)
@@ -97,6 +169,7 @@ def main():
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     device = torch.device(args.device)
+    check_variant(args.variant, device)
     train_images, train_labels = load(args.data, "train")
     test_images, test_labels = load(args.data, "test")
     x_test = normalise(test_images).to(device)
@@ -120,28 +193,51 @@ def main():
                 idx = order[first:first + 64]
                 yield x_train[idx], y_train[idx]
 
+    def eager_step(images, labels):
+        optimizer.zero_grad()
+        loss = criterion(model(images), labels)
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    step = eager_step
+    if args.variant == "compile":
+        # The model compiled (forward, and through AOTAutograd its backward); the loss and SGD stay eager. The
+        # shapes are static: the last, short batch of an epoch compiles once more. Evaluation uses the module as is.
+        compiled = torch.compile(model, mode="reduce-overhead", dynamic=False)
+
+        def compiled_step(images, labels):
+            optimizer.zero_grad()
+            loss = criterion(compiled(images), labels)
+            loss.backward()
+            optimizer.step()
+            return loss
+
+        step = compiled_step
+    elif args.variant == "graphs":
+        step = make_graphed_step(model, criterion, optimizer, device, eager_step)
+
+    description = describe(device)
     for epoch in range(args.epochs):
         if device.type == "cuda":
             torch.cuda.synchronize()
         start = time.perf_counter()
-        steps = 0
+        steps = samples = 0
         for i, (images, labels) in enumerate(batches()):
-            optimizer.zero_grad()
-            outputs = model(images)
-            loss = criterion(outputs, labels)
-            loss.backward()
-            optimizer.step()
+            loss = step(images, labels)
             if i % 100 == 0:
                 print(f"Epoch {epoch}, Step {i}, Loss: {loss.item()}")
             steps += 1
+            samples += len(labels)
         if device.type == "cuda":
             torch.cuda.synchronize()
         seconds = time.perf_counter() - start
         test_loss, test_accuracy = evaluate(model, x_test, y_test)
-        print("RESULT " + json.dumps({"peer": f"pytorch-{args.variant}", "epoch": epoch, "steps": steps,
-                                      "seconds": seconds, "test_loss": test_loss, "test_accuracy": test_accuracy,
+        print("RESULT " + json.dumps({"peer": f"pytorch-{args.variant}", "variant": args.variant, "epoch": epoch,
+                                      "steps": steps, "samples": samples, "seconds": seconds,
+                                      "test_loss": test_loss, "test_accuracy": test_accuracy,
                                       "torch": torch.__version__, "device": str(device),
-                                      "threads": torch.get_num_threads()}), flush=True)
+                                      "threads": torch.get_num_threads(), **description}), flush=True)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,231 @@
+#include "bench/bench_common.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <stdexcept>
+#include <utility>
+
+#include "kernels/cuda_check.hpp"
+#include "kernels/cuda_memory.hpp"
+
+namespace mnistdp::bench {
+
+int usable_devices(std::string& why_none) {
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess) {
+    why_none =
+        fmt::format("cudaGetDeviceCount: {}: {}", cudaGetErrorName(status), cudaGetErrorString(status));
+    static_cast<void>(cudaGetLastError());  // clear it, so that it is not reported again by a later call
+    return 0;
+  }
+  if (count == 0) why_none = "the CUDA runtime lists no device";
+  return count;
+}
+
+int report_no_gpu(const char* program, const std::string& why_none, const std::string& hint) {
+  std::fprintf(stderr,
+               "%s: no usable GPU (%s).\n%s: this benchmark times CUDA code and needs a GPU; nothing was "
+               "measured.%s%s\n",
+               program, why_none.c_str(), program, hint.empty() ? "" : " ", hint.c_str());
+  return kExitNoGpu;
+}
+
+Stats summarize(std::vector<double> us, long launches) {
+  Stats s;
+  s.repeats = static_cast<int>(us.size());
+  s.launches = launches;
+  if (us.empty()) return s;
+  std::sort(us.begin(), us.end());
+  // The nearest-rank percentile: an actual measurement, not an interpolation between two.
+  auto rank = [&](double q) {
+    const auto i = static_cast<std::size_t>(std::ceil(q * static_cast<double>(us.size()))) - 1;
+    return us[std::min(i, us.size() - 1)];
+  };
+  const std::size_t n = us.size();
+  s.median = n % 2 ? us[n / 2] : 0.5 * (us[n / 2 - 1] + us[n / 2]);
+  s.p10 = rank(0.10);
+  s.p90 = rank(0.90);
+  s.min = us.front();
+  s.max = us.back();
+  return s;
+}
+
+nlohmann::json to_json(const Stats& s) {
+  return {{"median_us", s.median},
+          {"p10_us", s.p10},
+          {"p90_us", s.p90},
+          {"min_us", s.min},
+          {"max_us", s.max},
+          {"repeats", s.repeats},
+          {"launches_per_timing", s.launches}};
+}
+
+namespace {
+
+// Launches per timing: enough for a timing to last about cfg.target_ms, at least 1.
+long calibrate(const LaunchFn& launch, cudaStream_t stream, const TimingConfig& cfg, long& next) {
+  Event start, stop;
+  for (int i = 0; i < cfg.warmup; ++i)
+    launch(next++);
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  // Time a few launches, growing the count until the timing is long enough to trust (or one launch is slow).
+  long probe = 1;
+  double per_launch_ms = 0.0;
+  for (;;) {
+    start.record(stream);
+    for (long i = 0; i < probe; ++i)
+      launch(next++);
+    stop.record(stream);
+    stop.synchronize();
+    const double ms = stop.elapsed_ms_since(start);
+    per_launch_ms = ms / static_cast<double>(probe);
+    if (ms >= 0.2 * cfg.target_ms || probe >= cfg.max_launches) break;
+    probe *= 4;
+  }
+  const double want = cfg.target_ms / std::max(per_launch_ms, 1e-6);
+  return std::clamp(static_cast<long>(want), 1L, cfg.max_launches);
+}
+
+class Graph {
+ public:
+  Graph() = default;
+  ~Graph() {
+    if (exec_) static_cast<void>(cudaGraphExecDestroy(exec_));
+    if (graph_) static_cast<void>(cudaGraphDestroy(graph_));
+  }
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+
+  // Captures launch(first) ... launch(first + count - 1) on `stream`. A failure inside the capture ends the
+  // capture before the error travels on, so that the stream is usable again.
+  void capture(const LaunchFn& launch, long first, long count, cudaStream_t stream) {
+    CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    try {
+      for (long i = 0; i < count; ++i)
+        launch(first + i);
+    } catch (...) {
+      cudaGraph_t broken = nullptr;
+      if (cudaStreamEndCapture(stream, &broken) == cudaSuccess && broken)
+        static_cast<void>(cudaGraphDestroy(broken));
+      static_cast<void>(cudaGetLastError());
+      throw;
+    }
+    CUDA_CHECK(cudaStreamEndCapture(stream, &graph_));
+    CUDA_CHECK(cudaGraphInstantiate(&exec_, graph_, 0));
+    CUDA_CHECK(cudaGraphUpload(exec_, stream));
+  }
+  void launch(cudaStream_t stream) const { CUDA_CHECK(cudaGraphLaunch(exec_, stream)); }
+
+ private:
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphExec_t exec_ = nullptr;
+};
+
+}  // namespace
+
+Stats time_stream(const LaunchFn& launch, cudaStream_t stream, const TimingConfig& cfg) {
+  long next = 0;
+  const long n = calibrate(launch, stream, cfg, next);
+  Event start, stop;
+  std::vector<double> us;
+  us.reserve(static_cast<std::size_t>(cfg.repeats));
+  for (int r = 0; r < cfg.repeats; ++r) {
+    start.record(stream);
+    for (long i = 0; i < n; ++i)
+      launch(next++);
+    stop.record(stream);
+    stop.synchronize();
+    us.push_back(1e3 * stop.elapsed_ms_since(start) / static_cast<double>(n));
+  }
+  return summarize(std::move(us), n);
+}
+
+Stats time_graph(const LaunchFn& launch, cudaStream_t stream, const TimingConfig& cfg) {
+  long next = 0;
+  const long n = calibrate(launch, stream, cfg, next);
+  Graph graph;
+  graph.capture(launch, 0, n, stream);
+  for (int i = 0; i < 2; ++i)
+    graph.launch(stream);  // warm-up: the first launch of a graph pays for its setup
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  Event start, stop;
+  std::vector<double> us;
+  us.reserve(static_cast<std::size_t>(cfg.repeats));
+  for (int r = 0; r < cfg.repeats; ++r) {
+    start.record(stream);
+    graph.launch(stream);
+    stop.record(stream);
+    stop.synchronize();
+    us.push_back(1e3 * stop.elapsed_ms_since(start) / static_cast<double>(n));
+  }
+  return summarize(std::move(us), n);
+}
+
+std::size_t l2_bytes(int device) {
+  int l2 = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
+  return static_cast<std::size_t>(l2);
+}
+
+nlohmann::json device_json(int device) {
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  int driver = 0;
+  int runtime = 0;
+  CUDA_CHECK(cudaDriverGetVersion(&driver));
+  CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
+  int clock_khz = 0;
+  int mem_clock_khz = 0;
+  // Attributes rather than cudaDeviceProp fields: CUDA 13 removed the clock fields from the struct, and may
+  // stop reporting these too. Informational only: a failure leaves 0 (and is cleared) rather than ending the
+  // run.
+  if (cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&mem_clock_khz, cudaDevAttrMemoryClockRate, device) != cudaSuccess)
+    static_cast<void>(cudaGetLastError());
+  char bus_id[32] = {};
+  CUDA_CHECK(cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, device));
+  auto version = [](int v) { return fmt::format("{}.{}", v / 1000, (v % 1000) / 10); };
+  return {{"index", device},
+          {"name", prop.name},
+          {"pci_bus_id", bus_id},
+          {"compute_capability", fmt::format("{}.{}", prop.major, prop.minor)},
+          {"sm_count", prop.multiProcessorCount},
+          {"l2_bytes", l2_bytes(device)},
+          {"memory_bytes", prop.totalGlobalMem},
+          {"sm_clock_mhz", clock_khz / 1000},
+          {"memory_clock_mhz", mem_clock_khz / 1000},
+          {"cuda_driver_api", version(driver)},
+          {"cuda_runtime", version(runtime)}};
+}
+
+std::string utc_now() {
+  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return text;
+}
+
+double load_average() {
+  std::ifstream in("/proc/loadavg");
+  double one = -1.0;
+  if (!(in >> one)) return -1.0;
+  return one;
+}
+
+void write_json(const std::string& path, const nlohmann::json& j) {
+  std::ofstream out(path, std::ios::out | std::ios::trunc);
+  if (!out) throw std::runtime_error(fmt::format("{}: cannot open for writing", path));
+  out << j.dump(2) << '\n';
+  if (!out.flush()) throw std::runtime_error(fmt::format("{}: write failed", path));
+}
+
+}  // namespace mnistdp::bench

@@ -1,0 +1,77 @@
+#pragma once
+// What the GPU benchmarks share: finding a usable GPU (or saying clearly why there is none), timing a
+// sequence of launches with CUDA events on a stream or inside a CUDA graph, summarising repeated timings, and
+// describing the machine for the JSON output. The method, in the manner of nccl-tests and llm.c:
+//   warm-up launches; a calibration that picks how many launches one timing covers (so that a timing lasts
+//   about target_ms); `repeats` timings, each one event pair around that many back-to-back launches; the
+//   median per launch, with the 10th and 90th percentiles and the extremes as the spread.
+#include <cuda_runtime_api.h>
+
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace mnistdp::bench {
+
+// Exit status of a GPU benchmark that finds no usable GPU: the "skipped" of automake and ctest, as the
+// project's GPU tests use it. Non-zero, so that a script that needed the numbers notices.
+constexpr int kExitNoGpu = 77;
+
+// The number of CUDA devices this process can use; 0, with the reason in why_none, when there are none. Any
+// error from the runtime counts as "no GPU": without a driver, cudaGetDeviceCount fails with
+// cudaErrorInsufficientDriver, not cudaErrorNoDevice.
+int usable_devices(std::string& why_none);
+
+// Prints "<program>: no usable GPU (<why>)", that nothing was measured, and `hint` (may be empty) to stderr;
+// returns kExitNoGpu.
+int report_no_gpu(const char* program, const std::string& why_none, const std::string& hint);
+
+// Microseconds per launch over the repeats.
+struct Stats {
+  double median = 0.0;
+  double p10 = 0.0;
+  double p90 = 0.0;
+  double min = 0.0;
+  double max = 0.0;
+  int repeats = 0;
+  long launches = 0;  // launches in each timing
+};
+
+// Sorts `us` (one value per repeat, microseconds per launch) and summarises it.
+Stats summarize(std::vector<double> us, long launches);
+nlohmann::json to_json(const Stats& s);
+
+struct TimingConfig {
+  int repeats = 25;
+  double target_ms = 2.0;  // how long one timing should last
+  long max_launches = 1000;
+  int warmup = 10;  // launches before calibration
+};
+
+// launch(i) enqueues one operation on `stream`; i counts up from 0 across warm-up and timings, so that the
+// caller can rotate through buffer sets (i % sets). Nothing else may be queued on the stream meanwhile.
+using LaunchFn = std::function<void(long)>;
+
+// Back-to-back launches on the stream: the device time per launch, which for tiny kernels is the launch rate
+// (the host enqueues slower than the device runs them), as in a training step.
+Stats time_stream(const LaunchFn& launch, cudaStream_t stream, const TimingConfig& cfg);
+
+// The same launches captured once into a CUDA graph of `launches` nodes, then the graph launched per timing:
+// the per-kernel cost inside a graph, where the launch overhead is paid once per graph. launch(i) is called
+// only during the capture (and the warm-up before it), with i < launches: it must not synchronise.
+Stats time_graph(const LaunchFn& launch, cudaStream_t stream, const TimingConfig& cfg);
+
+// Describes device `device` (name, compute capability, SMs, L2, memory) and the CUDA driver and runtime.
+nlohmann::json device_json(int device);
+// The L2 size of `device`, in bytes.
+std::size_t l2_bytes(int device);
+
+// "2026-11-30T01:23:45Z"
+std::string utc_now();
+// The host's load average over the last minute (from /proc/loadavg; -1 when unreadable).
+double load_average();
+// Writes `j` to `path`, indented; throws std::runtime_error naming the file on failure.
+void write_json(const std::string& path, const nlohmann::json& j);
+
+}  // namespace mnistdp::bench
