@@ -1,6 +1,8 @@
 #pragma once
 // Device-side pieces shared by the GEMM versions: operand access with optional transposition, and the
 // epilogue. CUDA-only (included by the .cu files alone).
+#include <type_traits>
+
 #include "kernels/gemm_cuda.hpp"
 
 namespace mnistdp::cuda::detail {
@@ -24,6 +26,26 @@ __device__ __forceinline__ float apply_epilogue(float acc, int row, int col, con
 
 __host__ __device__ constexpr int ceil_div(int a, int b) {
   return (a + b - 1) / b;
+}
+
+// What every version's entry point does: check the problem, launch nothing for an empty output, and call
+// launch(std::bool_constant<trans_a>, std::bool_constant<trans_b>) so that the kernel is compiled for each
+// orientation, with the transposes resolved at compile time.
+template <typename Launch>
+void validate_and_dispatch(const GemmProblem& p, Launch&& launch) {
+  validate(p);
+  if (p.m == 0 || p.n == 0) return;
+  if (p.trans_a) {
+    if (p.trans_b)
+      launch(std::true_type{}, std::true_type{});
+    else
+      launch(std::true_type{}, std::false_type{});
+  } else {
+    if (p.trans_b)
+      launch(std::false_type{}, std::true_type{});
+    else
+      launch(std::false_type{}, std::false_type{});
+  }
 }
 
 }  // namespace mnistdp::cuda::detail

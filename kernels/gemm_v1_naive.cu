@@ -35,13 +35,9 @@ void launch(const GemmProblem& p, cudaStream_t stream) {
 }  // namespace
 
 void gemm_v1_naive(const GemmProblem& p, cudaStream_t stream) {
-  validate(p);
-  if (p.m == 0 || p.n == 0) return;
-  if (p.trans_a) {
-    p.trans_b ? launch<true, true>(p, stream) : launch<true, false>(p, stream);
-  } else {
-    p.trans_b ? launch<false, true>(p, stream) : launch<false, false>(p, stream);
-  }
+  detail::validate_and_dispatch(p, [&](auto trans_a, auto trans_b) {
+    launch<decltype(trans_a)::value, decltype(trans_b)::value>(p, stream);
+  });
 }
 
 }  // namespace mnistdp::cuda
