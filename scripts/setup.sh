@@ -7,6 +7,7 @@ set -euo pipefail
 
 packages=(
   cmake ninja-build g++ pkg-config
+  clang-14 libclang-rt-14-dev
   libfmt-dev catch2 zlib1g-dev libcli11-dev nlohmann-json3-dev
   libopenblas-dev libopenblas0-pthread libbenchmark-dev
   dataset-fashion-mnist
