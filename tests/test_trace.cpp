@@ -18,7 +18,8 @@ using namespace mnistdp;
 TEST_CASE("the timeline holds every phase of every traced step of every replica, in order", "[trace]") {
   const DataSplits data = testing::synthetic_splits(1000, 10, 2);
   std::vector<std::unique_ptr<Replica>> replicas;
-  for (int r = 0; r < 3; ++r) replicas.push_back(std::make_unique<CpuReplica>(data, r));
+  for (int r = 0; r < 3; ++r)
+    replicas.push_back(std::make_unique<CpuReplica>(data, r));
   std::vector<float> init(ParamLayout::kCount);
   init_parameters(init, 0);
   replicas[0]->load_parameters(init);
@@ -35,7 +36,8 @@ TEST_CASE("the timeline holds every phase of every traced step of every replica,
   for (const auto& steps : marks) {
     REQUIRE(steps.size() == 5);
     for (const StepMarks& m : steps)
-      for (int i = 1; i < kMarksPerStep; ++i) CHECK(m[i] >= m[i - 1]);
+      for (int i = 1; i < kMarksPerStep; ++i)
+        CHECK(m[i] >= m[i - 1]);
   }
 
   test::TempDir dir;
@@ -56,6 +58,7 @@ TEST_CASE("the timeline holds every phase of every traced step of every replica,
     ++phases[e.at("name").get<std::string>()];
   }
   CHECK(rows == 3);
-  for (const char* phase : {"gather", "forward", "loss", "backward", "all-reduce", "sgd"}) CHECK(phases[phase] == 15);
+  for (const char* phase : {"gather", "forward", "loss", "backward", "all-reduce", "sgd"})
+    CHECK(phases[phase] == 15);
   CHECK(phases.size() == 6);
 }

@@ -31,7 +31,8 @@ TEST_CASE("a CUDA replica's timeline marks every traced step in order", "[gpu][t
   REQUIRE(marks[0].size() == 4);
   for (std::size_t k = 0; k < marks[0].size(); ++k) {
     const StepMarks& m = marks[0][k];
-    for (int i = 1; i < kMarksPerStep; ++i) CHECK(m[i] >= m[i - 1]);
+    for (int i = 1; i < kMarksPerStep; ++i)
+      CHECK(m[i] >= m[i - 1]);
     if (k > 0) CHECK(m[0] >= marks[0][k - 1][kMarksPerStep - 1]);
     CHECK(m[kMarksPerStep - 1] > m[0]);  // a step takes time
   }
