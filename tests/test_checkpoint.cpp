@@ -539,20 +539,34 @@ TEST_CASE("checkpoint: a writer killed at random moments always leaves a loadabl
   std::uniform_int_distribution<int> delay_us(0, 20'000);
   int killed_while_running = 0;
   for (int round = 0; round < 30; ++round) {
+    // The child says when its first save is done, so that no kill lands before it has started saving (on a
+    // loaded machine a fork can take longer than the whole random delay).
+    int ready[2];
+    REQUIRE(pipe(ready) == 0);
     const pid_t child = fork();
     REQUIRE(child >= 0);
     if (child == 0) {
       // The child saves again and again, each time with a new step, until it is killed.
+      close(ready[0]);
       Checkpoint c = sample(round % 2 == 0);
       try {
         for (long step = 1;; ++step) {
           c.step = step;
           save_checkpoint(path, c);
+          if (step == 1) {
+            const char byte = 1;
+            static_cast<void>(write(ready[1], &byte, 1));
+            close(ready[1]);
+          }
         }
       } catch (...) {
       }
       _exit(1);
     }
+    close(ready[1]);
+    char byte = 0;
+    REQUIRE(read(ready[0], &byte, 1) == 1);
+    close(ready[0]);
     std::this_thread::sleep_for(std::chrono::microseconds(delay_us(rng)));
     kill(child, SIGKILL);
     int status = 0;

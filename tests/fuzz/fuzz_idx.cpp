@@ -78,7 +78,12 @@ void read_both(const fs::path& path) {
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {
-  std::string pattern = (fs::temp_directory_path() / "mnistdp-fuzz-idx-XXXXXX").string();
+  // In memory (/dev/shm) unless TMPDIR says otherwise: every input is written twice and read four times.
+  std::error_code ec;
+  const bool shm =
+      std::getenv("TMPDIR") == nullptr && fs::is_directory("/dev/shm", ec) && ::access("/dev/shm", W_OK) == 0;
+  std::string pattern =
+      ((shm ? fs::path("/dev/shm") : fs::temp_directory_path()) / "mnistdp-fuzz-idx-XXXXXX").string();
   if (::mkdtemp(pattern.data()) == nullptr) {
     std::perror("fuzz_idx: cannot create a temporary folder");
     std::abort();
