@@ -6,7 +6,10 @@
 #include <sstream>
 #include <string_view>
 
+#include "host/launch.hpp"
+#include "host/process_group.hpp"
 #include "host/train_command.hpp"
+#include "mnist_io/dataset.hpp"
 #include "mnist_io/idx.hpp"
 
 namespace mnistdp {
@@ -111,6 +114,20 @@ void add_train_options(CLI::App& train, TrainOptions& o) {
   train.add_option("--trace-steps", o.trace_steps, "Steps the timeline covers, from the start")
       ->check(CLI::Range(1L, 100000L))
       ->capture_default_str();
+  train
+      .add_option(
+          "--launcher", o.launcher,
+          "Multi-process runs: auto (read what mpirun, torchrun or srun set), mpi, env (torchrun's or "
+          "Slurm's variables), or none (one process, whatever the environment says)")
+      ->check(CLI::IsMember({"auto", "none", "mpi", "env"}))
+      ->capture_default_str();
+  train
+      .add_option(
+          "--timeout", o.timeout_seconds,
+          "Multi-process runs: seconds a rank waits for the others (to join, and at each step) before "
+          "it gives up with an error")
+      ->check(kFinite & CLI::Range(0.1, 86400.0))
+      ->capture_default_str();
 }
 
 void add_eval_options(CLI::App& eval, EvalOptions& o) {
@@ -195,7 +212,46 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
   return result;
 }
 
+namespace {
+
+// The one line a failure is reported with, without the program's name: "data error: ...", "error: ...".
+// Usage errors exit with 2, everything else with 1.
+struct Failure {
+  int exit_code;
+  std::string text;
+};
+
+Failure describe(const std::exception& e) {
+  if (dynamic_cast<const UsageError*>(&e) || dynamic_cast<const LaunchError*>(&e)) return {2, e.what()};
+  if (dynamic_cast<const DataError*>(&e)) return {1, fmt::format("data error: {}", e.what())};
+  return {1, fmt::format("error: {}", e.what())};
+}
+
+// Runs `mnist-dp train` in the world its launcher made: joins the other processes first, and on failure tells
+// them why (after saying it here), so that every rank ends, non-zero, with the failing rank's message.
+int run_train_in_world(const TrainOptions& options, const std::string& prefix) {
+  const LaunchInfo launch = detect_launch(options.launcher, process_environment());
+  const std::string ranked = launch.rank == 0 ? prefix : fmt::format("[rank {}] {}", launch.rank, prefix);
+  std::unique_ptr<ProcessGroup> group;
+  try {
+    group = join_process_group(launch, options);
+    return run_train(options, launch, group.get());
+  } catch (const std::exception& e) {
+    const Failure failure = describe(e);
+    fmt::print(stderr, "{}{}\n", ranked, failure.text);
+    std::fflush(stderr);
+    if (group) {
+      const auto* remote = dynamic_cast<const RemoteRankError*>(&e);
+      group->abort(remote ? remote->rank() : launch.rank, remote ? e.what() : failure.text);
+    }
+    return failure.exit_code;
+  }
+}
+
+}  // namespace
+
 int run_cli(int argc, const char* const* argv) {
+  const std::string prefix = "mnist-dp: ";
   try {
     const CommandLine command = parse_command_line(argc, argv);
     if (command.action == CommandLine::Action::Exit) {
@@ -203,16 +259,11 @@ int run_cli(int argc, const char* const* argv) {
       return 0;
     }
     if (command.action == CommandLine::Action::Eval) return run_eval(command.eval);
-    return run_train(command.train);
-  } catch (const UsageError& e) {
-    fmt::print(stderr, "mnist-dp: {}\n", e.what());
-    return 2;
-  } catch (const DataError& e) {
-    fmt::print(stderr, "mnist-dp: data error: {}\n", e.what());
-    return 1;
+    return run_train_in_world(command.train, prefix);
   } catch (const std::exception& e) {
-    fmt::print(stderr, "mnist-dp: error: {}\n", e.what());
-    return 1;
+    const Failure failure = describe(e);
+    fmt::print(stderr, "{}{}\n", prefix, failure.text);
+    return failure.exit_code;
   }
 }
 

@@ -30,6 +30,9 @@ struct TrainOptions {
       save;  // checkpoint after every epoch, at the end, and on SIGINT/SIGTERM
   std::optional<std::filesystem::path> resume;     // continue a run from its checkpoint
   std::optional<std::filesystem::path> init_from;  // start from these parameters (also PyTorch's safetensors)
+  std::string launcher =
+      "auto";                    // how the processes of a multi-process run find each other (host/launch.hpp)
+  double timeout_seconds = 300;  // how long a rank waits for the others before it gives up
 };
 
 struct EvalOptions {

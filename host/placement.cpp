@@ -1,6 +1,8 @@
 #include "host/placement.hpp"
 
 #include <fmt/format.h>
+
+#include <optional>
 #include <stdexcept>
 
 #include "host/cpu_replica.hpp"
@@ -9,6 +11,7 @@
 #ifdef MNISTDP_WITH_CUDA
 #include "host/cuda_communicators.hpp"
 #include "host/cuda_replica.hpp"
+#include "kernels/cuda_check.hpp"
 #endif
 
 namespace mnistdp {
@@ -17,17 +20,75 @@ namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
-Placement cpu_placement(const TrainOptions& o) {
+Placement cpu_placement(const TrainOptions& o, const LaunchInfo& launch) {
   Placement p;
   p.replicas = o.replicas > 0 ? o.replicas : 1;
   p.device_lines.push_back(
-      fmt::format("cpu: {} replica{} on {} thread{}, OpenBLAS ({} kernels) with {} thread{} each", p.replicas,
-                  p.replicas == 1 ? "" : "s", p.replicas, p.replicas == 1 ? "" : "s", blas::core_name(),
-                  o.threads, o.threads == 1 ? "" : "s"));
+      fmt::format("cpu: {}{} replica{} on {} thread{}, OpenBLAS ({} kernels) with {} thread{} each",
+                  launch.multi_process() ? fmt::format("each of {} processes, ", launch.world_size) : "",
+                  p.replicas, p.replicas == 1 ? "" : "s", p.replicas, p.replicas == 1 ? "" : "s",
+                  blas::core_name(), o.threads, o.threads == 1 ? "" : "s"));
   return p;
 }
 
 #ifdef MNISTDP_WITH_CUDA
+std::string device_line(const CudaDeviceInfo& info) {
+  return fmt::format("cuda:{} {}: compute capability {}.{}, {} SMs, {:.1f} GiB ({:.1f} GiB free)", info.index,
+                     info.name, info.cc_major, info.cc_minor, info.sm_count,
+                     static_cast<double>(info.total_memory) / kGiB,
+                     static_cast<double>(info.free_memory) / kGiB);
+}
+
+// One process of a multi-process run: the GPU of its local rank, made current first. nullopt when there is no
+// usable GPU at all (why_none says why) and the device was not asked for.
+std::optional<Placement> rank_gpu_placement(const TrainOptions& o, const LaunchInfo& launch,
+                                            std::string& why_none) {
+  int count = 0;
+  if (const cudaError_t status = cudaGetDeviceCount(&count); status != cudaSuccess || count == 0) {
+    why_none = status != cudaSuccess
+                   ? fmt::format("cudaGetDeviceCount failed: {}", cudaGetErrorString(status))
+                   : "no CUDA device is visible";
+    static_cast<void>(cudaGetLastError());
+    return std::nullopt;
+  }
+  const std::vector<int> listed = parse_device_list(o.devices);
+  if (!listed.empty() && launch.local_rank >= static_cast<int>(listed.size()))
+    throw UsageError(
+        fmt::format("--devices {} lists {} GPUs, but this process is local rank {}: list one GPU "
+                    "for every process on the node",
+                    o.devices, listed.size(), launch.local_rank));
+  const int device = listed.empty() ? launch.local_rank : listed[static_cast<std::size_t>(launch.local_rank)];
+  if (device >= count)
+    throw UsageError(
+        fmt::format("local rank {} would take CUDA device {}, but this node has {} (0 to {}): start "
+                    "at most one process per GPU on each node",
+                    launch.local_rank, device, count, count - 1));
+  if (o.replicas > 1)
+    throw UsageError(
+        fmt::format("--replicas {}: a multi-process GPU run has one replica per process (one "
+                    "process per GPU)",
+                    o.replicas));
+  CUDA_CHECK(cudaSetDevice(device));  // the first call that opens a context: on this process's GPU only
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  CudaDeviceInfo info;
+  info.index = device;
+  info.name = prop.name;
+  info.total_memory = prop.totalGlobalMem;
+  info.sm_count = prop.multiProcessorCount;
+  info.cc_major = prop.major;
+  info.cc_minor = prop.minor;
+  std::size_t total = 0;
+  CUDA_CHECK(cudaMemGetInfo(&info.free_memory, &total));
+  Placement p;
+  p.gpu = true;
+  p.replicas = 1;
+  p.replica_devices = {device};
+  p.device_lines.push_back(fmt::format("rank {} of {} (local rank {}): {}", launch.rank, launch.world_size,
+                                       launch.local_rank, device_line(info)));
+  return p;
+}
+
 Placement gpu_placement(const TrainOptions& o, const std::vector<CudaDeviceInfo>& visible) {
   std::vector<int> wanted = parse_device_list(o.devices);
   if (wanted.empty())
@@ -43,10 +104,7 @@ Placement gpu_placement(const TrainOptions& o, const std::vector<CudaDeviceInfo>
     if (!info)
       throw UsageError(fmt::format("--devices: there is no CUDA device {}; this machine has {} (0 to {})",
                                    index, visible.size(), visible.size() - 1));
-    p.device_lines.push_back(fmt::format(
-        "cuda:{} {}: compute capability {}.{}, {} SMs, {:.1f} GiB ({:.1f} GiB free)", info->index, info->name,
-        info->cc_major, info->cc_minor, info->sm_count, static_cast<double>(info->total_memory) / kGiB,
-        static_cast<double>(info->free_memory) / kGiB));
+    p.device_lines.push_back(device_line(*info));
   }
   if (wanted.size() == 1) {
     // Several replicas on one GPU: the data-parallel path of the kernels, testable on a single GPU.
@@ -67,21 +125,25 @@ Placement gpu_placement(const TrainOptions& o, const std::vector<CudaDeviceInfo>
 
 }  // namespace
 
-Placement choose_placement(const TrainOptions& o) {
+Placement choose_placement(const TrainOptions& o, const LaunchInfo& launch) {
 #ifdef MNISTDP_WITH_CUDA
-  if (o.device == "cpu") return cpu_placement(o);
+  if (o.device == "cpu") return cpu_placement(o, launch);
   std::string why_none;
-  const std::vector<CudaDeviceInfo> visible = list_cuda_devices(why_none);
-  if (!visible.empty()) return gpu_placement(o, visible);
+  if (launch.multi_process()) {
+    if (std::optional<Placement> p = rank_gpu_placement(o, launch, why_none)) return *p;
+  } else {
+    const std::vector<CudaDeviceInfo> visible = list_cuda_devices(why_none);
+    if (!visible.empty()) return gpu_placement(o, visible);
+  }
   if (o.device == "cuda")
     throw std::runtime_error(fmt::format("--device cuda: no usable CUDA device ({})", why_none));
-  fmt::print("no usable CUDA device ({}); training on the CPU\n", why_none);
-  return cpu_placement(o);
+  if (launch.rank == 0) fmt::print("no usable CUDA device ({}); training on the CPU\n", why_none);
+  return cpu_placement(o, launch);
 #else
   if (o.device == "cuda")
     throw std::runtime_error(
         "--device cuda: this build of mnist-dp has no CUDA support (built with the cpu preset)");
-  return cpu_placement(o);
+  return cpu_placement(o, launch);
 #endif
 }
 
@@ -103,10 +165,12 @@ std::vector<std::unique_ptr<Replica>> make_replicas(const TrainOptions& o, const
   return replicas;
 }
 
-std::unique_ptr<Communicator> make_communicator(
-    [[maybe_unused]] const Placement& placement,
-    [[maybe_unused]] const std::vector<std::unique_ptr<Replica>>& replicas) {
+std::unique_ptr<Communicator> make_communicator(const Placement& placement,
+                                                const std::vector<std::unique_ptr<Replica>>& replicas,
+                                                ProcessGroup* group,
+                                                [[maybe_unused]] std::chrono::milliseconds timeout) {
 #ifdef MNISTDP_WITH_CUDA
+  if (placement.gpu && group) return make_nccl_rank_communicator(*replicas.front(), *group, timeout);
   if (placement.gpu) {
     std::vector<Replica*> raw;
     for (const auto& r : replicas)
@@ -116,6 +180,7 @@ std::unique_ptr<Communicator> make_communicator(
     return one_device ? make_same_device_communicator(raw) : make_nccl_communicator(raw);
   }
 #endif
+  if (group) return make_process_group_communicator(*group);
   return make_host_communicator();
 }
 

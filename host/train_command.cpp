@@ -15,11 +15,13 @@
 #include "host/init.hpp"
 #include "host/memory_usage.hpp"
 #include "host/metrics.hpp"
+#include "host/mpi_process_group.hpp"
 #include "host/params.hpp"
 #include "host/placement.hpp"
 #include "host/progress.hpp"
 #include "host/shard.hpp"
 #include "host/stop_signals.hpp"
+#include "host/tcp_process_group.hpp"
 #include "host/trace.hpp"
 #include "mnist_io/dataset.hpp"
 
@@ -31,26 +33,50 @@ namespace {
 constexpr std::string_view kBatchSizeKey = "mnist_dp.batch_size";
 constexpr double kMiB = 1024.0 * 1024.0;
 
-DataSplits load_data(const TrainOptions& o) {
+DataSplits load_data(const TrainOptions& o, bool report) {
   const std::filesystem::path dir = o.data ? find_data_dir(*o.data) : find_default_data_dir();
   DataSplits data = load_data_dir(dir);
-  fmt::print("data: {} from {} ({} training and {} test images)\n", data.name, data.dir.string(),
-             data.train.count, data.test.count);
+  if (report)
+    fmt::print("data: {} from {} ({} training and {} test images)\n", data.name, data.dir.string(),
+               data.train.count, data.test.count);
   return data;
 }
 
 // The start-up table: devices, then each replica with its share of a full batch and of the last, short one.
+// In a multi-process run, rank 0 lists its own replicas and counts the others'.
 void print_placement(const Placement& placement, const std::vector<std::unique_ptr<Replica>>& replicas,
-                     const Communicator& communicator, int batch_size, int train_count) {
+                     const Communicator& communicator, int batch_size, int train_count, int world_size) {
   for (const std::string& line : placement.device_lines)
     fmt::print("device: {}\n", line);
-  const int n = static_cast<int>(replicas.size());
+  const int local = static_cast<int>(replicas.size());
+  const int n = local * world_size;
   const int last = train_count % batch_size == 0 ? batch_size : train_count % batch_size;
   fmt::print("{:>8}  {:<48} {:>10} {:>10}\n", "replica", "where", "rows/step", "last step");
-  for (int r = 0; r < n; ++r)
+  for (int r = 0; r < local; ++r)
     fmt::print("{:>8}  {:<48} {:>10} {:>10}\n", r, replicas[r]->description(),
                shard_of(batch_size, n, r).count, shard_of(last, n, r).count);
+  if (world_size > 1) {
+    // The other ranks' shards, as a range: torch.chunk gives the smaller ones to the last replicas.
+    auto range = [&](int rows) {
+      const int most = shard_of(rows, n, local).count, least = shard_of(rows, n, n - 1).count;
+      return most == least ? fmt::format("{}", most) : fmt::format("{} to {}", least, most);
+    };
+    fmt::print("{:>8}  {:<48} {:>10} {:>10}\n", fmt::format("{}-{}", local, n - 1),
+               fmt::format("ranks 1 to {}, {} replica{} each", world_size - 1, local, local == 1 ? "" : "s"),
+               range(batch_size), range(last));
+  }
   fmt::print("all-reduce: {}\n", communicator.description());
+}
+
+// Everything that must be the same on every rank for the ranks to train one model together.
+std::string run_identity(const TrainConfig& t, const DataSplits& data, int local_replicas, bool gpu) {
+  return fmt::format(
+      "data {:016x} ({} training images), {} replica{} per process on the {}, epochs {}, batch "
+      "{}, lr {}, momentum {}, dampening {}, weight decay {}, nesterov {}, seed {}, starting at "
+      "step {}, max steps {}, check every {} steps",
+      fingerprint(data.train), data.train.count, local_replicas, local_replicas == 1 ? "" : "s",
+      gpu ? "GPU" : "CPU", t.epochs, t.batch_size, t.sgd.lr, t.sgd.momentum, t.sgd.dampening,
+      t.sgd.weight_decay, t.sgd.nesterov, t.seed, t.start_step, t.max_steps, t.check_replicas);
 }
 
 std::string start_record(const TrainOptions& o, const DataSplits& data,
@@ -83,7 +109,7 @@ struct StartState {
   long step = 0;
 };
 
-StartState start_state(const TrainOptions& o, TrainConfig& t, const DataSplits& data) {
+StartState start_state(const TrainOptions& o, TrainConfig& t, const DataSplits& data, bool report) {
   StartState state;
   if (o.resume) {
     Checkpoint c = load_checkpoint(*o.resume);
@@ -105,13 +131,14 @@ StartState start_state(const TrainOptions& o, TrainConfig& t, const DataSplits& 
     state.step = c.step;
     state.params = std::move(c.params);
     state.momentum = std::move(c.momentum);
-    fmt::print("resuming: {} after {} steps ({} epochs complete), seed {}\n", o.resume->string(), c.step,
-               c.epoch, c.seed);
+    if (report)
+      fmt::print("resuming: {} after {} steps ({} epochs complete), seed {}\n", o.resume->string(), c.step,
+                 c.epoch, c.seed);
     return state;
   }
   if (o.init_from) {
     state.params = load_checkpoint(*o.init_from).params;
-    fmt::print("initial parameters: {}\n", o.init_from->string());
+    if (report) fmt::print("initial parameters: {}\n", o.init_from->string());
     return state;
   }
   state.params.resize(ParamLayout::kCount);
@@ -120,17 +147,22 @@ StartState start_state(const TrainOptions& o, TrainConfig& t, const DataSplits& 
 }
 
 // Saves a checkpoint after every epoch (and after a stopped one), and turns SIGINT/SIGTERM into a stop
-// request.
+// request. writes: false on the ranks other than 0, which stop with the others but save nothing.
 class CheckpointListener final : public TrainListener {
  public:
   CheckpointListener(const TrainOptions& o, const TrainConfig& t, const DataSplits& data,
-                     const Trainer& trainer, const StopSignals& signals)
-      : o_(o), t_(t), fingerprint_(fingerprint(data.train)), trainer_(trainer), signals_(signals) {}
+                     const Trainer& trainer, const StopSignals& signals, bool writes)
+      : o_(o),
+        t_(t),
+        fingerprint_(fingerprint(data.train)),
+        trainer_(trainer),
+        signals_(signals),
+        writes_(writes) {}
 
   bool stop_requested() override { return signals_.requested(); }
 
   void on_epoch_end(const EpochReport& r) override {
-    if (!o_.save) return;
+    if (!o_.save || !writes_) return;
     Checkpoint c;
     c.params.resize(ParamLayout::kCount);
     const Replica& replica = *trainer_.replicas()[0];
@@ -162,6 +194,7 @@ class CheckpointListener final : public TrainListener {
   std::uint64_t fingerprint_;
   const Trainer& trainer_;
   const StopSignals& signals_;
+  bool writes_;
   long saved_step_ = -1;
 };
 
@@ -197,22 +230,53 @@ class Listeners final : public TrainListener {
 
 }  // namespace
 
-int run_train(const TrainOptions& o) {
+std::unique_ptr<ProcessGroup> join_process_group(const LaunchInfo& launch, const TrainOptions& o) {
+  if (!launch.multi_process()) return nullptr;
+  if (launch.launcher == Launcher::Mpi) {
+    std::unique_ptr<ProcessGroup> group = make_mpi_process_group();
+    if (group->rank() != launch.rank || group->size() != launch.world_size)
+      throw LaunchError(fmt::format("MPI says this is rank {} of {}, but the environment said rank {} of {}",
+                                    group->rank(), group->size(), launch.rank, launch.world_size));
+    return group;
+  }
+  TcpRendezvous r;
+  r.master_addr = launch.master_addr;
+  r.master_port = launch.master_port;
+  r.rank = launch.rank;
+  r.world_size = launch.world_size;
+  r.timeout = std::chrono::milliseconds(static_cast<long>(o.timeout_seconds * 1000.0));
+  return make_tcp_process_group(r);
+}
+
+int run_train(const TrainOptions& o, const LaunchInfo& launch, ProcessGroup* group) {
   // From here on, SIGINT and SIGTERM end the run after the step in progress, with a checkpoint.
   const StopSignals signals;
+  const bool root = !group || group->rank() == 0;  // only rank 0 prints the log and writes files
+  const int world_size = group ? group->size() : 1;
   TrainConfig t = o.train;
-  fmt::print("mnist-dp: SimpleNet 784-256-10, {} parameters\n", ParamLayout::kCount);
-  const Placement placement = choose_placement(o);
-  const DataSplits data = load_data(o);
-  const StartState start = start_state(o, t, data);
+  if (root) {
+    fmt::print("mnist-dp: SimpleNet 784-256-10, {} parameters\n", ParamLayout::kCount);
+    if (group)
+      fmt::print("processes: {} started by {}; {}\n", world_size, launcher_name(launch.launcher),
+                 group->description());
+  }
+  const Placement placement = choose_placement(o, launch);
+  const DataSplits data = load_data(o, root);
+  const StartState start = start_state(o, t, data, root);
   t.start_step = start.step;
+  if (group)
+    require_same_on_all_ranks(*group, "the run's settings",
+                              run_identity(t, data, placement.replicas, placement.gpu));
   std::vector<std::unique_ptr<Replica>> replicas = make_replicas(o, data, placement);
-  std::unique_ptr<Communicator> communicator = make_communicator(placement, replicas);
-  print_placement(placement, replicas, *communicator, t.batch_size, data.train.count);
-  if (o.explain) {
+  const auto timeout = std::chrono::milliseconds(static_cast<long>(o.timeout_seconds * 1000.0));
+  std::unique_ptr<Communicator> communicator = make_communicator(placement, replicas, group, timeout);
+  if (root) print_placement(placement, replicas, *communicator, t.batch_size, data.train.count, world_size);
+  if (o.explain && root) {
     std::vector<std::string> names;
     for (const auto& r : replicas)
       names.push_back(r->description());
+    for (int r = static_cast<int>(replicas.size()); r < static_cast<int>(replicas.size()) * world_size; ++r)
+      names.push_back(fmt::format("rank {}", r / static_cast<int>(replicas.size())));
     explain_first_step(stdout, t, data.train.count, names, communicator->description());
   }
 
@@ -223,23 +287,29 @@ int run_train(const TrainOptions& o) {
 
   // The metrics file is opened before training so that a bad path fails now, not after five epochs.
   std::unique_ptr<MetricsWriter> metrics;
-  if (o.metrics) metrics = std::make_unique<MetricsWriter>(*o.metrics, start_record(o, data, replicas));
+  if (o.metrics && root)
+    metrics = std::make_unique<MetricsWriter>(*o.metrics, start_record(o, data, replicas));
 
-  fmt::print(
-      "training: {} epoch{}, batch {}, lr {}, momentum {}, weight decay {}, seed {}; host memory {:.0f} "
-      "MiB\n",
-      t.epochs, t.epochs == 1 ? "" : "s", t.batch_size, t.sgd.lr, t.sgd.momentum, t.sgd.weight_decay, t.seed,
-      static_cast<double>(host_rss_bytes()) / kMiB);
+  if (root)
+    fmt::print(
+        "training: {} epoch{}, batch {}, lr {}, momentum {}, weight decay {}, seed {}; host memory {:.0f} "
+        "MiB\n",
+        t.epochs, t.epochs == 1 ? "" : "s", t.batch_size, t.sgd.lr, t.sgd.momentum, t.sgd.weight_decay,
+        t.seed, static_cast<double>(host_rss_bytes()) / kMiB);
   std::fflush(stdout);
 
+  // mpirun hands its processes a pseudo-terminal whatever its own output is, so under MPI the progress line
+  // is drawn only when asked for.
+  const bool terminal = isatty(fileno(stdout)) != 0 && launch.launcher != Launcher::Mpi;
   const bool progress =
-      o.progress == ProgressMode::On || (o.progress == ProgressMode::Auto && isatty(fileno(stdout)) != 0);
-  Trainer trainer(std::move(replicas), std::move(communicator), data.train.count, t);
-  ConsoleListener console(stdout, progress, t.epochs, t.batch_size);
-  CheckpointListener checkpoints(o, t, data, trainer, signals);
-  Listeners listener({&console, &checkpoints, metrics.get()});
+      root && (o.progress == ProgressMode::On || (o.progress == ProgressMode::Auto && terminal));
+  Trainer trainer(std::move(replicas), std::move(communicator), data.train.count, t, group);
+  std::optional<ConsoleListener> console;
+  if (root) console.emplace(stdout, progress, t.epochs, t.batch_size);
+  CheckpointListener checkpoints(o, t, data, trainer, signals, root);
+  Listeners listener({console ? &*console : nullptr, &checkpoints, metrics.get()});
   const std::vector<EpochReport> reports = trainer.run(listener);
-  if (o.trace) {
+  if (o.trace && root) {
     std::vector<std::string> names;
     for (const auto& r : trainer.replicas())
       names.push_back(r->description());
@@ -248,10 +318,13 @@ int run_train(const TrainOptions& o) {
         "timeline of the first {} steps written to {} (open it in ui.perfetto.dev or chrome://tracing)\n",
         t.trace_steps, o.trace->string());
   }
+  // Every rank waits here until rank 0 has written its files: a failure there still reaches them all.
+  if (group) group->any(false);
 
   if (signals.requested()) {
     const int sig = signals.signal();
     const long step = reports.empty() ? t.start_step : reports.back().total_steps;
+    if (!root) return 128 + sig;
     if (o.save)
       fmt::print(
           stderr,
@@ -263,6 +336,7 @@ int run_train(const TrainOptions& o) {
                  sig == SIGINT ? "SIGINT" : "SIGTERM", step);
     return 128 + sig;
   }
+  if (!root) return 0;
   double seconds = 0;
   for (const EpochReport& r : reports)
     seconds += r.seconds;
@@ -281,8 +355,8 @@ int run_eval(const EvalOptions& e) {
   o.devices = std::to_string(0);  // the first visible GPU (a string literal here trips GCC 12 bug 105329)
   o.replicas = 1;
   const Checkpoint c = load_checkpoint(e.checkpoint);
-  const Placement placement = choose_placement(o);
-  const DataSplits data = load_data(o);
+  const Placement placement = choose_placement(o, LaunchInfo{});
+  const DataSplits data = load_data(o, true);
   std::vector<std::unique_ptr<Replica>> replicas = make_replicas(o, data, placement);
   replicas[0]->load_parameters(c.params);
   const EvalResult r = replicas[0]->evaluate();

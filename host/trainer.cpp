@@ -13,12 +13,15 @@
 namespace mnistdp {
 
 Trainer::Trainer(std::vector<std::unique_ptr<Replica>> replicas, std::unique_ptr<Communicator> communicator,
-                 int train_count, TrainConfig config)
+                 int train_count, TrainConfig config, ProcessGroup* group)
     : replicas_(std::move(replicas)),
       communicator_(std::move(communicator)),
       workers_(static_cast<int>(replicas_.size())),
       train_count_(train_count),
-      config_(config) {
+      config_(config),
+      group_(group),
+      world_replicas_(static_cast<int>(replicas_.size()) * (group ? group->size() : 1)),
+      first_replica_(static_cast<int>(replicas_.size()) * (group ? group->rank() : 0)) {
   if (replicas_.empty()) throw std::invalid_argument("Trainer: no replicas");
   if (!communicator_) throw std::invalid_argument("Trainer: no communicator");
   if (train_count_ <= 0) throw std::invalid_argument("Trainer: the training set is empty");
@@ -31,15 +34,23 @@ Trainer::Trainer(std::vector<std::unique_ptr<Replica>> replicas, std::unique_ptr
 void Trainer::broadcast_parameters() {
   std::vector<float> params(ParamLayout::kCount);
   replicas_[0]->store_parameters(params);
+  if (group_) {
+    group_->broadcast(std::as_writable_bytes(std::span(params)));
+    replicas_[0]->load_parameters(params);
+  }
   for (std::size_t r = 1; r < replicas_.size(); ++r)
     replicas_[r]->load_parameters(params);
 }
 
+bool Trainer::stop_before_step(TrainListener& listener) {
+  const bool wanted = listener.stop_requested();
+  return group_ ? group_->any(wanted) : wanted;
+}
+
 void Trainer::step(int first, int rows) {
-  const int n = static_cast<int>(replicas_.size());
   // scatter + parallel_apply: each replica works on its own rows of the global batch, on its own thread.
   workers_.run([&](int r) {
-    const Shard shard = shard_of(rows, n, r);
+    const Shard shard = shard_of(rows, world_replicas_, first_replica_ + r);
     replicas_[r]->compute_gradients(first + shard.first, shard.count, rows);
   });
   // The gradients of the global batch, in every replica.
@@ -49,19 +60,44 @@ void Trainer::step(int first, int rows) {
 }
 
 void Trainer::check_replicas_agree(long step) const {
-  if (replicas_.size() < 2) return;
-  std::vector<float> reference(ParamLayout::kCount), other(ParamLayout::kCount);
+  if (world_replicas_ < 2) return;
+  std::vector<float> reference(ParamLayout::kCount);
   replicas_[0]->store_parameters(reference);
-  for (std::size_t r = 1; r < replicas_.size(); ++r) {
+  // Across processes: every rank compares its replicas with rank 0's replica 0, and all learn whether any
+  // differed; the ranks that did name the parameter.
+  std::string local_difference;
+  if (group_) {
+    group_->broadcast(std::as_writable_bytes(std::span(reference)));
+    try {
+      check_against(reference, step, 0);
+    } catch (const ReplicaDivergence& e) {
+      local_difference = e.what();
+    }
+    if (group_->any(!local_difference.empty())) {
+      if (!local_difference.empty()) throw ReplicaDivergence(local_difference);
+      throw ReplicaDivergence(
+          fmt::format("after step {}, a replica on another rank differs from rank 0's "
+                      "(that rank names the parameter)",
+                      step));
+    }
+    return;
+  }
+  check_against(reference, step, 1);
+}
+
+void Trainer::check_against(std::span<const float> reference, long step, std::size_t first) const {
+  std::vector<float> other(ParamLayout::kCount);
+  const std::string where = group_ ? fmt::format(" on rank {}", group_->rank()) : "";
+  for (std::size_t r = first; r < replicas_.size(); ++r) {
     replicas_[r]->store_parameters(other);
     for (std::size_t i = 0; i < ParamLayout::kCount; ++i) {
       // Compared as bits: the replicas must agree exactly, and a NaN must not compare unequal to itself.
       if (std::memcmp(&reference[i], &other[i], sizeof(float)) != 0)
         throw ReplicaDivergence(
-            fmt::format("after step {}, replica {} ({}) differs from replica 0 at {}: {} against {}; the "
-                        "replicas no longer "
-                        "compute the same update",
-                        step, r, replicas_[r]->description(), parameter_name(i), other[i], reference[i]));
+            fmt::format("after step {}, replica {}{} ({}) differs from replica 0{} at {}: {} against {}; the "
+                        "replicas no longer compute the same update",
+                        step, r, where, replicas_[r]->description(), group_ ? " of rank 0" : "",
+                        parameter_name(i), other[i], reference[i]));
     }
   }
 }
@@ -93,7 +129,7 @@ std::vector<EpochReport> Trainer::run(TrainListener& listener) {
 
     EpochReport report{epoch, 0, 0, 0.0, {}, true, 0};
     for (int i = static_cast<int>(total_steps - static_cast<long>(epoch) * steps); i < steps; ++i) {
-      if ((config_.max_steps > 0 && total_steps >= config_.max_steps) || listener.stop_requested()) {
+      if ((config_.max_steps > 0 && total_steps >= config_.max_steps) || stop_before_step(listener)) {
         report.complete = false;
         break;
       }
@@ -106,6 +142,7 @@ std::vector<EpochReport> Trainer::run(TrainListener& listener) {
       ++report.steps;
       report.samples += rows;
       if (config_.log_interval > 0 && i % config_.log_interval == 0) {
+        communicator_->await_completion();
         const float loss = replicas_[0]->loss_sum() / static_cast<float>(rows);
         check_finite(loss, epoch, i);
         listener.on_step_loss({epoch, i, loss});
@@ -114,6 +151,7 @@ std::vector<EpochReport> Trainer::run(TrainListener& listener) {
     }
     // loss_sum() waits for the replica's device: the epoch ends when every replica has finished its last
     // step, and evaluation, which waits too, stays out of the epoch time.
+    communicator_->await_completion();
     for (auto& replica : replicas_)
       replica->loss_sum();
     report.seconds = std::chrono::duration<double>(Clock::now() - start).count();
@@ -121,7 +159,7 @@ std::vector<EpochReport> Trainer::run(TrainListener& listener) {
     if (report.steps > 0)
       check_finite(replicas_[0]->loss_sum(), epoch,
                    static_cast<int>(total_steps - 1 - static_cast<long>(epoch) * steps));
-    if (config_.evaluate) report.test = replicas_[0]->evaluate();
+    if (config_.evaluate && is_root()) report.test = replicas_[0]->evaluate();
     listener.on_epoch_end(report);
     reports.push_back(report);
     if (!report.complete) break;

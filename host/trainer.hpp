@@ -6,12 +6,19 @@
 //       replica r computes the gradient of its shard, scaled by 1 / global batch   (compute_gradients)
 //       the communicator sums the gradient buffers, loss sum included              (all_reduce_gradients)
 //       every replica takes the same SGD step with the same summed gradient        (sgd_step)
+//
+// In a multi-process run (host/process_group.hpp) each process runs this same loop over its own replicas:
+// the shards are numbered across the processes (rank by rank), the communicator sums across them, and the
+// ranks agree before every step on whether to stop, so that none is left waiting in an all-reduce.
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "host/communicator.hpp"
+#include "host/process_group.hpp"
 #include "host/replica.hpp"
 #include "host/replica_workers.hpp"
 #include "kernels/sgd.hpp"
@@ -73,15 +80,20 @@ class TrainListener {
 
 class Trainer {
  public:
-  // All replicas get replica 0's parameters at the start (as DistributedDataParallel broadcasts them).
+  // All replicas get replica 0's parameters at the start (as DistributedDataParallel broadcasts them); with a
+  // process group, rank 0's replica 0's. group: null for a single process; else it must outlive the trainer,
+  // and every rank must have the same number of replicas. Only rank 0 evaluates.
   Trainer(std::vector<std::unique_ptr<Replica>> replicas, std::unique_ptr<Communicator> communicator,
-          int train_count, TrainConfig config);
+          int train_count, TrainConfig config, ProcessGroup* group = nullptr);
 
   // Runs the configured epochs and returns the report of each.
   std::vector<EpochReport> run(TrainListener& listener);
 
   int steps_per_epoch() const { return (train_count_ + config_.batch_size - 1) / config_.batch_size; }
   const std::vector<std::unique_ptr<Replica>>& replicas() const { return replicas_; }
+  // Replicas in all processes, and the number of the first of this process's.
+  int world_replicas() const { return world_replicas_; }
+  int first_replica() const { return first_replica_; }
 
   // The timeline of the traced steps: [replica][step] marks. Waits for the devices.
   std::vector<std::vector<StepMarks>> take_trace();
@@ -90,8 +102,13 @@ class Trainer {
   // One global batch: rows [first, first + rows) of the epoch's order.
   void step(int first, int rows);
   void broadcast_parameters();
-  // Throws ReplicaDivergence naming the first parameter where a replica differs from replica 0.
+  // Throws ReplicaDivergence naming the first parameter where a replica differs from replica 0 (of rank 0).
   void check_replicas_agree(long step) const;
+  // The same for this process's replicas from `first` on, against reference: [ParamLayout::kCount].
+  void check_against(std::span<const float> reference, long step, std::size_t first) const;
+  // Whether the run stops before the next step: the listener's wish, agreed by every rank.
+  bool stop_before_step(TrainListener& listener);
+  bool is_root() const { return !group_ || group_->rank() == 0; }
   // Throws TrainingDiverged when the loss is NaN or infinite.
   void check_finite(float loss, int epoch, int step) const;
 
@@ -101,6 +118,9 @@ class Trainer {
   ReplicaWorkers workers_;
   int train_count_;
   TrainConfig config_;
+  ProcessGroup* group_;
+  int world_replicas_;
+  int first_replica_;
 };
 
 }  // namespace mnistdp

@@ -1,0 +1,288 @@
+// The TCP process group (host/tcp_process_group.hpp), its ranks on threads of one process: the collectives,
+// the sum's order, and every way a rendezvous or a run can fail, each within its timeout and with its reason.
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "host/params.hpp"
+#include "host/tcp_process_group.hpp"
+
+using namespace mnistdp;
+using namespace std::chrono_literals;
+
+namespace {
+
+// A port nothing listens on now (the kernel's choice of a free ephemeral port).
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  socklen_t length = sizeof addr;
+  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &length) == 0);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// What one rank ended with: "" when it finished, else its error (RemoteRankError's text included).
+struct Outcome {
+  std::string error;
+  bool remote = false;  // the error was another rank's
+  int origin = -1;
+};
+
+// Runs `body` on each given rank, on threads, each with its own group, as run_cli does in a process: a
+// rank that fails aborts its group with its message.
+std::vector<Outcome> run_ranks(int world, const std::vector<int>& ranks, int port,
+                               std::chrono::milliseconds timeout,
+                               const std::function<void(ProcessGroup&)>& body, int world_of_rank_1 = 0) {
+  std::vector<Outcome> outcomes(ranks.size());
+  std::vector<std::thread> threads;
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    threads.emplace_back([&, i] {
+      const int rank = ranks[i];
+      std::unique_ptr<ProcessGroup> group;
+      try {
+        TcpRendezvous r{"127.0.0.1", port, rank, rank == 1 && world_of_rank_1 ? world_of_rank_1 : world,
+                        timeout};
+        group = make_tcp_process_group(r);
+        body(*group);
+      } catch (const RemoteRankError& e) {
+        outcomes[i] = {e.what(), true, e.rank()};
+        if (group) group->abort(e.rank(), e.what());
+      } catch (const std::exception& e) {
+        outcomes[i] = {e.what(), false, rank};
+        if (group) group->abort(rank, e.what());
+      }
+    });
+  }
+  for (auto& t : threads)
+    t.join();
+  return outcomes;
+}
+
+std::vector<int> all_ranks(int world) {
+  std::vector<int> ranks;
+  for (int r = 0; r < world; ++r)
+    ranks.push_back(r);
+  return ranks;
+}
+
+// Values of mixed magnitudes, so that the order of the additions shows in the bits of the sum.
+std::vector<float> values_of_rank(int rank, std::size_t n) {
+  std::mt19937 gen(1234u + static_cast<unsigned>(rank));
+  std::uniform_real_distribution<float> mantissa(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> exponent(-12, 12);
+  std::vector<float> v(n);
+  for (float& x : v)
+    x = std::ldexp(mantissa(gen), exponent(gen));
+  return v;
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+}  // namespace
+
+TEST_CASE("TCP all-reduce: the sum in rank order, the same bits on every rank", "[tcp]") {
+  for (int world : {2, 3, 5}) {
+    CAPTURE(world);
+    const std::size_t n = ParamLayout::kGradCount;  // a whole gradient buffer: many partial sends and reads
+    std::vector<float> expected = values_of_rank(0, n);
+    for (int r = 1; r < world; ++r) {
+      const std::vector<float> part = values_of_rank(r, n);
+      for (std::size_t i = 0; i < n; ++i)
+        expected[i] += part[i];
+    }
+    std::vector<std::vector<float>> results(static_cast<std::size_t>(world));
+    const auto outcomes = run_ranks(world, all_ranks(world), free_port(), 30s, [&](ProcessGroup& g) {
+      std::vector<float> mine = values_of_rank(g.rank(), n);
+      g.all_reduce_sum(mine);
+      g.all_reduce_sum(mine);  // twice: the second sums the sums, world * (sum), checked below
+      results[static_cast<std::size_t>(g.rank())] = std::move(mine);
+    });
+    for (const Outcome& o : outcomes)
+      CHECK(o.error.empty());
+    // After the second all-reduce every rank holds world copies of the first sum, added in rank order.
+    std::vector<float> twice(expected);
+    for (int r = 1; r < world; ++r)
+      for (std::size_t i = 0; i < n; ++i)
+        twice[i] += expected[i];
+    for (int r = 0; r < world; ++r) {
+      CAPTURE(r);
+      REQUIRE(results[static_cast<std::size_t>(r)].size() == n);
+      CHECK(std::memcmp(results[static_cast<std::size_t>(r)].data(), twice.data(), n * sizeof(float)) == 0);
+    }
+  }
+}
+
+TEST_CASE("TCP any and broadcast", "[tcp]") {
+  const int world = 3;
+  std::vector<std::vector<bool>> answers(world);
+  std::vector<std::string> received(world);
+  const auto outcomes = run_ranks(world, all_ranks(world), free_port(), 30s, [&](ProcessGroup& g) {
+    auto& mine = answers[static_cast<std::size_t>(g.rank())];
+    mine.push_back(g.any(false));
+    mine.push_back(g.any(g.rank() == 2));
+    mine.push_back(g.any(true));
+    received[static_cast<std::size_t>(g.rank())] =
+        broadcast_string(g, g.rank() == 0 ? std::string(100'000, 'x') + "rank 0's text" : "not this");
+    require_same_on_all_ranks(g, "a setting", "same everywhere");
+  });
+  for (int r = 0; r < world; ++r) {
+    CAPTURE(r);
+    CHECK(outcomes[static_cast<std::size_t>(r)].error.empty());
+    CHECK(answers[static_cast<std::size_t>(r)] == std::vector<bool>{false, true, true});
+    CHECK(received[static_cast<std::size_t>(r)] == std::string(100'000, 'x') + "rank 0's text");
+  }
+}
+
+TEST_CASE("TCP: settings that differ on one rank are refused on every rank", "[tcp]") {
+  const auto outcomes = run_ranks(3, all_ranks(3), free_port(), 30s, [](ProcessGroup& g) {
+    require_same_on_all_ranks(g, "the run's settings", g.rank() == 1 ? "lr 0.1" : "lr 0.01");
+  });
+  CHECK(outcomes[1].error ==
+        "rank 1 and rank 0 differ in the run's settings: rank 1 has lr 0.1, rank 0 has lr 0.01; every rank "
+        "must be "
+        "started with the same options and data");
+  for (int r : {0, 2})
+    CHECK(contains(outcomes[static_cast<std::size_t>(r)].error, "the ranks differ in the run's settings"));
+}
+
+TEST_CASE("TCP: a rank that fails stops every other rank with its message", "[tcp]") {
+  const auto start = std::chrono::steady_clock::now();
+  const auto outcomes = run_ranks(3, all_ranks(3), free_port(), 20s, [](ProcessGroup& g) {
+    std::vector<float> v(1000, 1.0f);
+    g.all_reduce_sum(v);
+    if (g.rank() == 2) throw std::runtime_error("data error: rank 2's file is broken");
+    for (int step = 0; step < 3; ++step)
+      g.all_reduce_sum(v);
+  });
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  CHECK(outcomes[2].error == "data error: rank 2's file is broken");
+  for (int r : {0, 1}) {
+    CAPTURE(r);
+    CHECK(outcomes[static_cast<std::size_t>(r)].remote);
+    CHECK(outcomes[static_cast<std::size_t>(r)].origin == 2);
+    CHECK(outcomes[static_cast<std::size_t>(r)].error ==
+          "rank 2 failed: data error: rank 2's file is broken");
+  }
+  CHECK(elapsed < 10s);  // at once, not after the 20 s timeout
+}
+
+TEST_CASE("TCP: rank 0 failing stops the others with its message", "[tcp]") {
+  const auto outcomes = run_ranks(3, all_ranks(3), free_port(), 20s, [](ProcessGroup& g) {
+    if (g.rank() == 0) throw std::runtime_error("cannot write the checkpoint");
+    g.any(false);
+  });
+  CHECK(outcomes[0].error == "cannot write the checkpoint");
+  for (int r : {1, 2})
+    CHECK(outcomes[static_cast<std::size_t>(r)].error == "rank 0 failed: cannot write the checkpoint");
+}
+
+TEST_CASE("TCP: a rank that vanishes without a word is reported to the others", "[tcp]") {
+  const auto start = std::chrono::steady_clock::now();
+  const auto outcomes = run_ranks(3, all_ranks(3), free_port(), 20s, [](ProcessGroup& g) {
+    g.any(false);
+    if (g.rank() == 1) return;  // the group is destroyed: its connection closes, no message sent
+    g.any(false);
+  });
+  CHECK(outcomes[1].error.empty());
+  CHECK(contains(outcomes[0].error, "rank 1 vanished"));
+  CHECK(contains(outcomes[2].error, "rank 1 vanished"));
+  CHECK(std::chrono::steady_clock::now() - start < 10s);
+}
+
+TEST_CASE("TCP: a rank that is hung is named after the timeout", "[tcp]") {
+  const auto outcomes = run_ranks(2, all_ranks(2), free_port(), 1000ms, [](ProcessGroup& g) {
+    if (g.rank() == 1) std::this_thread::sleep_for(2500ms);
+    g.any(false);
+  });
+  CHECK(outcomes[0].error == "waited 1 s for rank 1 to reach the same step (hung, or much slower?)");
+}
+
+TEST_CASE("TCP rendezvous: a WORLD_SIZE that differs is refused", "[tcp]") {
+  const auto outcomes = run_ranks(
+      2, all_ranks(2), free_port(), 5s, [](ProcessGroup&) {}, 3);
+  const std::string why =
+      "rank 1 was started with a world of 3 processes, rank 0 with 2: every rank must be given the same "
+      "WORLD_SIZE";
+  CHECK(outcomes[0].error == why);
+  CHECK(outcomes[1].error == "rank 0 failed: " + why);
+}
+
+TEST_CASE("TCP rendezvous: a rank that never starts is named", "[tcp]") {
+  const auto start = std::chrono::steady_clock::now();
+  const int port = free_port();
+  const auto outcomes = run_ranks(3, {0, 1}, port, 1000ms, [](ProcessGroup&) {});
+  const std::string why =
+      "TCP rendezvous on port " + std::to_string(port) +
+      ": after 1 s, rank 2 of a world of 3 had not joined (were they started, with the same "
+      "MASTER_ADDR and MASTER_PORT, and WORLD_SIZE=3?)";
+  CHECK(outcomes[0].error == why);
+  CHECK(outcomes[1].error == "rank 0 failed: " + why);
+  CHECK(std::chrono::steady_clock::now() - start < 5s);
+}
+
+TEST_CASE("TCP rendezvous: two processes that say they are the same rank", "[tcp]") {
+  const auto outcomes = run_ranks(3, {0, 1, 1}, free_port(), 5s, [](ProcessGroup&) {});
+  const std::string why = "two processes say they are rank 1: every rank must be given its own RANK";
+  CHECK(outcomes[0].error == why);
+  // One of the two rank 1s was refused by name; the other, let in first, hears rank 0's failure.
+  CHECK((outcomes[1].error == "rank 0 failed: " + why));
+  CHECK((outcomes[2].error == "rank 0 failed: " + why));
+}
+
+TEST_CASE("TCP rendezvous: rank 0 cannot be reached", "[tcp]") {
+  const int port = free_port();
+  const auto outcomes = run_ranks(2, {1}, port, 800ms, [](ProcessGroup&) {});
+  CHECK(contains(outcomes[0].error, "TCP rendezvous: could not reach rank 0 at 127.0.0.1:" +
+                                        std::to_string(port) + " within 0.8 s"));
+  CHECK(contains(outcomes[0].error, "is rank 0 running, with the same MASTER_ADDR and MASTER_PORT?"));
+}
+
+TEST_CASE("TCP rendezvous: a port in use", "[tcp]") {
+  const int fd = ::socket(AF_INET6, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  const int zero = 0;
+  ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+  sockaddr_in6 addr{};
+  addr.sin6_family = AF_INET6;
+  addr.sin6_addr = in6addr_any;
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  REQUIRE(::listen(fd, 4) == 0);
+  socklen_t length = sizeof addr;
+  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &length) == 0);
+  const int port = ntohs(addr.sin6_port);
+  const auto outcomes = run_ranks(2, {0}, port, 1000ms, [](ProcessGroup&) {});
+  ::close(fd);
+  CHECK(outcomes[0].error ==
+        "TCP rendezvous: rank 0 cannot listen on port " + std::to_string(port) +
+            " (MASTER_PORT): the port is in use (by another run, or another program); pick "
+            "another MASTER_PORT");
+}
+
+TEST_CASE("TCP rendezvous: a MASTER_ADDR that does not resolve fails at once", "[tcp]") {
+  const auto start = std::chrono::steady_clock::now();
+  std::string error;
+  try {
+    make_tcp_process_group({"no-such-host.invalid", 29500, 1, 2, 3s});
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  CHECK(contains(error, "TCP rendezvous: MASTER_ADDR no-such-host.invalid:"));
+  CHECK(std::chrono::steady_clock::now() - start < 20s);
+}
