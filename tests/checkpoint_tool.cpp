@@ -12,12 +12,18 @@
 //   checkpoint_tool batch-indices SEED EPOCH STEP BATCH_SIZE TRAIN_COUNT
 //       prints the training rows of step STEP (counted from 0 within the epoch) as a JSON list: mnist-dp's
 //       epoch_order(seed, epoch) rows [STEP * BATCH_SIZE, min(+BATCH_SIZE, TRAIN_COUNT)).
+//   checkpoint_tool compare PATH REFERENCE RTOL
+//       compares the parameters tensor by tensor, normwise: ||x - ref|| <= RTOL * ||ref|| (2-norms, in double
+//       precision), and prints each tensor's relative error and largest difference. Exit 0 when every tensor
+//       is within RTOL, 1 otherwise.
 //
 // Exit status: 0, 1 for a refused checkpoint or failed write (the message on stderr), 2 for a bad command
 // line.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
@@ -137,16 +143,49 @@ int batch_indices(const std::vector<std::string_view>& args) {
   return 0;
 }
 
+int compare(const std::vector<std::string_view>& args) {
+  if (args.size() != 3) throw Usage("usage: checkpoint_tool compare PATH REFERENCE RTOL");
+  const Checkpoint x = load_checkpoint(std::string(args[0]));
+  const Checkpoint ref = load_checkpoint(std::string(args[1]));
+  const auto rtol = number<double>(args[2], "RTOL");
+  bool within = true;
+  using L = ParamLayout;
+  struct Tensor {
+    const char* name;
+    std::size_t offset, size;
+  };
+  const Tensor tensors[] = {{"fc1.weight", L::kFc1Weight, L::kFc1Bias - L::kFc1Weight},
+                            {"fc1.bias", L::kFc1Bias, L::kFc2Weight - L::kFc1Bias},
+                            {"fc2.weight", L::kFc2Weight, L::kFc2Bias - L::kFc2Weight},
+                            {"fc2.bias", L::kFc2Bias, L::kCount - L::kFc2Bias}};
+  for (const Tensor& view : tensors) {
+    double diff2 = 0, ref2 = 0, largest = 0;
+    for (std::size_t i = view.offset; i < view.offset + view.size; ++i) {
+      const double d = static_cast<double>(x.params[i]) - static_cast<double>(ref.params[i]);
+      diff2 += d * d;
+      ref2 += static_cast<double>(ref.params[i]) * static_cast<double>(ref.params[i]);
+      largest = std::max(largest, std::abs(d));
+    }
+    const double relative = std::sqrt(diff2) / std::sqrt(ref2);
+    const bool ok = std::sqrt(diff2) <= rtol * std::sqrt(ref2);
+    within = within && ok;
+    fmt::print("{}: {:<10} relative error {:.3g}, largest difference {:.3g}\n", ok ? "ok" : "DIFFERS",
+               view.name, relative, largest);
+  }
+  return within ? 0 : 1;
+}
+
 int run(int argc, char** argv) {
   std::vector<std::string_view> args(argv + 1, argv + argc);
   try {
-    if (args.empty()) throw Usage("usage: checkpoint_tool write|dump|batch-indices ...");
+    if (args.empty()) throw Usage("usage: checkpoint_tool write|dump|batch-indices|compare ...");
     const std::string_view command = args.front();
     args.erase(args.begin());
     if (command == "write") return write(args);
     if (command == "dump") return dump(args);
     if (command == "batch-indices") return batch_indices(args);
-    throw Usage(fmt::format("unknown command '{}' (write, dump or batch-indices)", command));
+    if (command == "compare") return compare(args);
+    throw Usage(fmt::format("unknown command '{}' (write, dump, batch-indices or compare)", command));
   } catch (const Usage& e) {
     fmt::print(stderr, "checkpoint_tool: {}\n", e.what());
     return 2;

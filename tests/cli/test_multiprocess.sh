@@ -1,0 +1,190 @@
+#!/usr/bin/env bash
+# Several processes, as torchrun and srun start them (the TCP rendezvous) and as mpirun does, on the CPU:
+# the same parameters as one process with as many replicas, only rank 0 speaking and writing, and every way
+# for a run to fail ending every rank, non-zero, with the reason, in bounded time.
+#   test_multiprocess.sh MNIST_DP CHECKPOINT_TOOL DATA_DIR [MPIRUN]
+# Without MPIRUN (a build without MPI) the mpirun cases are left out and said so. Closes with 'N passed, M
+# failed'; exits non-zero when a check failed.
+set -uo pipefail
+bin=$1
+tool=$2
+data=$3
+mpirun=${4:-}
+work=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
+passed=0 failed=0
+check() {  # check DESCRIPTION COMMAND...
+  local what=$1
+  shift
+  if "$@"; then
+    passed=$((passed + 1)); echo "ok: $what"
+  else
+    failed=$((failed + 1)); echo "FAILED: $what"
+  fi
+}
+contains() { grep -qF -- "$2" "$1"; }
+is_empty() { [ ! -s "$1" ]; }
+
+# A port nothing listens on, for each rendezvous.
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+common=(train --data "$data" --device cpu --no-progress --epochs 1 --log-interval 20)
+
+# launch NAME WORLD [RANK:extra args ...] -- ARGS...: starts WORLD ranks as torchrun would, each with its own
+# log (NAME.R.out, NAME.R.err) and exit code (NAME.R.rc); returns when all have ended.
+launch() {
+  local name=$1 world=$2
+  shift 2
+  local port
+  port=$(free_port)
+  local pids=()
+  for ((r = 0; r < world; r++)); do
+    (
+      RANK=$r WORLD_SIZE=$world LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+        timeout 300 "$bin" "$@" >"$work/$name.$r.out" 2>"$work/$name.$r.err"
+      echo $? >"$work/$name.$r.rc"
+    ) &
+    pids+=($!)
+  done
+  wait "${pids[@]}"
+}
+rc() { cat "$work/$1.rc"; }
+
+# 1. Two and three ranks over TCP: rank 0's checkpoint is the single process's with as many replicas, to the
+#    bit (the sum is taken in the same order), over 50 steps with momentum and a short last batch.
+for world in 2 3; do
+  "$bin" "${common[@]}" --batch-size 70 --momentum 0.9 --max-steps 50 --replicas $world \
+    --save "$work/single$world.st" >"$work/single$world.out" 2>&1
+  launch tcp$world $world "${common[@]}" --batch-size 70 --momentum 0.9 --max-steps 50 --check-replicas 10 \
+    --save "$work/tcp$world.st"
+  check "TCP, $world ranks: every rank exits 0" \
+    test "$(cat "$work"/tcp$world.*.rc | sort -u)" = 0
+  check "TCP, $world ranks: the parameters of one process with $world replicas, to the bit" \
+    cmp -s "$work/tcp$world.st" "$work/single$world.st"
+  check "TCP, $world ranks: the same loss lines as one process" \
+    diff <(grep Loss "$work/single$world.out") <(grep Loss "$work/tcp$world.0.out")
+  check "TCP, $world ranks: only rank 0 prints" is_empty "$work/tcp$world.1.out"
+  check "TCP, $world ranks: rank 0 tells how the processes meet" \
+    contains "$work/tcp$world.0.out" "processes: $world started by torchrun; TCP through rank 0"
+done
+
+# 2. A rank that fails (here: data it cannot read) ends every rank with its message, at once.
+# The bad path is given to rank 2 only.
+start=$(date +%s)
+port=$(free_port)
+for r in 0 1 2; do
+  d=$data
+  [ $r = 2 ] && d=$work/no-such-dir
+  (
+    RANK=$r WORLD_SIZE=3 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 120 \
+      "$bin" train --data "$d" --device cpu --no-progress --epochs 1 --timeout 60 >"$work/fail.$r.out" 2>"$work/fail.$r.err"
+    echo $? >"$work/fail.$r.rc"
+  ) &
+done
+wait
+elapsed=$(($(date +%s) - start))
+check "a failing rank: every rank exits 1" test "$(cat "$work"/fail.*.rc | sort -u)" = 1
+check "a failing rank: it says why, with its rank" contains "$work/fail.2.err" "[rank 2] mnist-dp: data error:"
+check "a failing rank: rank 0 repeats its message" contains "$work/fail.0.err" "mnist-dp: error: rank 2 failed: data error:"
+check "a failing rank: rank 1 repeats it too" contains "$work/fail.1.err" "[rank 1] mnist-dp: error: rank 2 failed: data error:"
+check "a failing rank: long before the 60 s timeout (took ${elapsed} s)" test "$elapsed" -lt 45
+
+# 3. A rank killed in the middle of training: the others end at once, naming it.
+port=$(free_port)
+# Started directly, not under timeout(1), so that $! is mnist-dp itself (timeout would not pass SIGKILL on).
+for r in 0 1 2; do
+  RANK=$r WORLD_SIZE=3 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+    "$bin" "${common[@]}" --epochs 50 --timeout 60 >"$work/kill.$r.out" 2>"$work/kill.$r.err" &
+  eval "pid$r=$!"
+done
+for _ in $(seq 100); do contains "$work/kill.0.out" "Epoch 0, Step 20" && break; sleep 0.2; done
+start=$(date +%s)
+kill -KILL "$pid1"
+wait "$pid0"; rc0=$?
+wait "$pid2"; rc2=$?
+elapsed=$(($(date +%s) - start))
+check "a killed rank: rank 0 exits 1 (got $rc0)" test "$rc0" = 1
+check "a killed rank: rank 2 exits 1 (got $rc2)" test "$rc2" = 1
+check "a killed rank: rank 0 names it" contains "$work/kill.0.err" "rank 1 vanished"
+check "a killed rank: rank 2 hears it from rank 0" contains "$work/kill.2.err" "[rank 2] mnist-dp: error: rank 1 vanished"
+check "a killed rank: within seconds (took ${elapsed} s)" test "$elapsed" -lt 30
+
+# 4. Refusals at the start: a WORLD_SIZE that differs, settings that differ, a rank that never comes.
+port=$(free_port)
+RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 120 \
+  "$bin" "${common[@]}" --timeout 20 >/dev/null 2>"$work/ws.0.err" &
+RANK=1 WORLD_SIZE=3 LOCAL_RANK=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 120 \
+  "$bin" "${common[@]}" --timeout 20 >/dev/null 2>"$work/ws.1.err" &
+wait
+check "a WORLD_SIZE that differs: refused on rank 0" \
+  contains "$work/ws.0.err" "rank 1 was started with a world of 3 processes, rank 0 with 2"
+check "a WORLD_SIZE that differs: refused on rank 1" \
+  contains "$work/ws.1.err" "[rank 1] mnist-dp: error: rank 0 failed: rank 1 was started with a world of 3"
+
+port=$(free_port)
+RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 120 \
+  "$bin" "${common[@]}" --lr 0.01 >/dev/null 2>"$work/lr.0.err" &
+RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 120 \
+  "$bin" "${common[@]}" --lr 0.1 >/dev/null 2>"$work/lr.1.err" &
+wait
+check "settings that differ: the rank that differs says how" contains "$work/lr.1.err" "rank 1 has data"
+check "settings that differ: rank 0 refuses too" contains "$work/lr.0.err" "the ranks differ in the run's settings"
+
+port=$(free_port)
+start=$(date +%s)
+RANK=0 WORLD_SIZE=3 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 120 \
+  "$bin" "${common[@]}" --timeout 2 >/dev/null 2>"$work/missing.0.err" &
+RANK=1 WORLD_SIZE=3 LOCAL_RANK=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 120 \
+  "$bin" "${common[@]}" --timeout 2 >/dev/null 2>"$work/missing.1.err" &
+wait
+elapsed=$(($(date +%s) - start))
+check "a rank that never comes: named after the timeout" \
+  contains "$work/missing.0.err" "after 2 s, rank 2 of a world of 3 had not joined"
+check "a rank that never comes: the rank that came is told" contains "$work/missing.1.err" "rank 2 of a world of 3"
+check "a rank that never comes: bounded (took ${elapsed} s)" test "$elapsed" -lt 20
+
+RANK=1 WORLD_SIZE=2 "$bin" "${common[@]}" >/dev/null 2>"$work/env.err"
+check "a missing variable: exit 2 (usage)" test $? = 2
+check "a missing variable: named" contains "$work/env.err" "LOCAL_RANK is not set, but the other variables of a torchrun launch are"
+
+# 5. SIGINT to every rank (as torchrun passes it on): all stop after the same step; rank 0 saves.
+port=$(free_port)
+for r in 0 1; do
+  RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 300 \
+    "$bin" "${common[@]}" --epochs 50 --save "$work/int.st" >"$work/int.$r.out" 2>"$work/int.$r.err" &
+  eval "pid$r=$!"
+done
+for _ in $(seq 100); do contains "$work/int.0.out" "Epoch 0, Step 20" && break; sleep 0.2; done
+kill -INT "$pid0" "$pid1"
+wait "$pid0"; rc0=$?
+wait "$pid1"; rc1=$?
+check "SIGINT: both ranks exit 130 (got $rc0 and $rc1)" test "$rc0:$rc1" = 130:130
+check "SIGINT: rank 0 saved a checkpoint" contains "$work/int.0.err" "checkpoint saved to $work/int.st"
+check "SIGINT: the checkpoint loads" "$tool" dump "$work/int.st" >/dev/null
+
+# 6. mpirun, two and three processes: the single process's parameters, within rtol 1e-5 (MPI does not
+#    promise the order of its sum).
+if [ -n "$mpirun" ]; then
+  mpi=("$mpirun" --allow-run-as-root --oversubscribe)
+  for world in 2 3; do
+    timeout 300 "${mpi[@]}" -np $world "$bin" "${common[@]}" --batch-size 70 --momentum 0.9 --max-steps 50 \
+      --check-replicas 10 --save "$work/mpi$world.st" >"$work/mpi$world.out" 2>&1
+    check "mpirun -np $world: exit 0" test $? = 0
+    check "mpirun -np $world: the parameters of one process with $world replicas (rtol 1e-5)" \
+      sh -c '"$0" compare "$1" "$2" 1e-5 >"$3"' "$tool" "$work/mpi$world.st" "$work/single$world.st" "$work/mpi$world.compare"
+    check "mpirun -np $world: rank 0 tells how the processes meet" \
+      contains "$work/mpi$world.out" "processes: $world started by mpirun; MPI (Open MPI"
+  done
+  # Rank 1 alone gets a path that does not exist (mpirun's "A : B" form starts a different command line per
+  # group of ranks).
+  timeout 300 "${mpi[@]}" -np 1 "$bin" "${common[@]}" : -np 1 "$bin" "${common[@]}" --data "$work/no-such-dir" \
+    >"$work/mpifail.out" 2>&1
+  check "mpirun, a failing rank: mpirun exits non-zero" test $? -ne 0
+  check "mpirun, a failing rank: its message, with its rank" \
+    contains "$work/mpifail.out" "[rank 1] mnist-dp: data error:"
+else
+  echo "note: no mpirun given (a build without MPI): the mpirun cases were not run"
+fi
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
