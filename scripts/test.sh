@@ -10,12 +10,13 @@ ctest --preset default -j "$(nproc)" "$@"
 
 # The CPU test suite again, under AddressSanitizer and UBSan (preset debug): any report fails its test. Left
 # out for time, as each takes a minute or more at -O0 under the sanitizers: the finite-difference check of
-# the reference backward pass, the 5-epoch accuracy run and the command-line checkpoint script.
+# the reference backward pass, the 5-epoch accuracy run and the command-line checkpoint and multi-process
+# scripts (the TCP process group itself is covered there by its unit tests, its ranks on threads).
 echo "==== test.sh: the CPU test suite under AddressSanitizer and UBSan (preset debug) ===="
 scripts/build.sh debug
 ASAN_OPTIONS=halt_on_error=1:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   ctest --preset debug -j "$(nproc)" \
-  -E '^(ref::linear_backward dw, db, dx agree with finite differences|5 epochs on Fashion-MNIST|cli_checkpoints$)'
+  -E '^(ref::linear_backward dw, db, dx agree with finite differences|5 epochs on Fashion-MNIST|cli_checkpoints|cli_multiprocess$)'
 
 # The IDX and checkpoint readers under libFuzzer, 20 s each, from the seed corpora.
 echo "==== test.sh: fuzzing the IDX and checkpoint readers (scripts/fuzz.sh 20) ===="
