@@ -5,12 +5,13 @@
 #
 #   bench/compare.sh [--device auto|cpu|cuda] [--epochs N] [--threads N] [--data DIR] [--binary PATH]
 #                    [--gemm LIST] [--peers LIST] [--python PATH] [--coretype NAME] [--out DIR] [--no-plot]
-#                    [--mnistdp-args "ARGS"] [--commit TEXT] [--rounds N]
+#                    [--mnistdp-args "ARGS"] [--commit TEXT] [--rounds N] [--graphs]
 #
 #   cpu  (default without a GPU): mnist-dp --device cpu, and PyTorch's tensor and loader variants with Debian's
 #        /usr/bin/python3 (python3-torch), all with --threads threads (OpenBLAS and PyTorch alike).
 #   cuda (default when nvidia-smi works): mnist-dp --device cuda once per --gemm (naive,tiled,blocked,cublas), and
-#        PyTorch eager with the data on the device (tensor), compile and graphs, with `python3`.
+#        PyTorch eager with the data on the device (tensor), compile and graphs, with `python3`. --graphs adds a
+#        run per --gemm with mnist-dp's --cuda-graphs (each step replayed as a CUDA graph), named ...-graphs.
 # --mnistdp-args adds arguments to every mnist-dp run (e.g. "--devices 0" to train on one GPU of several, as the
 # peers do). --coretype sets OPENBLAS_CORETYPE for every program (they share Debian's OpenBLAS); without it the
 # machine's setting stands, and the table names the kernels OpenBLAS picked. The headline time is the median epoch
@@ -26,6 +27,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 device=auto epochs=3 threads=1 data=/usr/share/datasets/fashion-mnist binary=build/default/mnist-dp
 gemms=naive,tiled,blocked,cublas peers="" python="" coretype="" out="" plot=1 extra="" commit="" rounds=1
+graphs=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --device) device=$2; shift 2 ;;
@@ -42,6 +44,7 @@ while [ $# -gt 0 ]; do
     --mnistdp-args) extra=$2; shift 2 ;;
     --commit) commit=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
+    --graphs) graphs=1; shift ;;
     -h|--help) sed -n '2,/^set /{/^set /!p}' "$0"; exit 0 ;;
     *) echo "compare.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
   esac
@@ -129,7 +132,10 @@ for ((round = 1; round <= rounds; round++)); do
   if [ "$device" = cpu ]; then
     run_mnistdp mnistdp-cpu --device cpu
   else
-    for g in "${gemm_list[@]}"; do run_mnistdp "mnistdp-cuda-$g" --device cuda --gemm "$g"; done
+    for g in "${gemm_list[@]}"; do
+      run_mnistdp "mnistdp-cuda-$g" --device cuda --gemm "$g"
+      if [ "$graphs" = 1 ]; then run_mnistdp "mnistdp-cuda-$g-graphs" --device cuda --gemm "$g" --cuda-graphs; fi
+    done
   fi
   for p in "${peer_list[@]}"; do run_peer "$p"; done
 done

@@ -64,7 +64,10 @@ def describe(name, machine, log_text):
         device = name[len("mnistdp-"):]
         if device == "cpu":
             return f"mnist-dp, cpu (OpenBLAS {machine['openblas_core']}, {machine['threads']} thread(s))"
-        return f"mnist-dp, cuda, --gemm {device.split('-', 1)[1]}"
+        gemm = device.split('-', 1)[1]
+        if gemm.endswith("-graphs"):
+            return f"mnist-dp, cuda, --gemm {gemm[:-len('-graphs')]} --cuda-graphs"
+        return f"mnist-dp, cuda, --gemm {gemm}"
     variant = name[len("pytorch-"):]
     what = {"tensor": "data in one tensor" + (" on the GPU (eager)" if machine["device"] == "cuda" else ""),
             "loader": "as written (DataLoader)",

@@ -4,6 +4,10 @@
 // and not timed.
 //
 //   mnist-dp-bench [--quick] [--filter TEXT] [--json FILE] [--device N] [--repeats N] [--list]
+//   mnist-dp-bench --epoch [--epoch-gemm NAME] [--rounds N] [--repeats N] [--json FILE] [--device N]
+//
+// --epoch times whole training epochs instead, launched the plain way and replayed as CUDA graphs
+// (epoch_bench.hpp).
 //
 // Exit status: 0 when every check passed, 1 when one failed or a call failed, 77 when no GPU is usable.
 // docs/benchmarks.md says what each column means.
@@ -33,6 +37,7 @@
 
 #include "bench/bench_common.hpp"
 #include "bench/bench_device.hpp"
+#include "bench/epoch_bench.hpp"
 #include "host/params.hpp"
 #include "kernels/accuracy_cuda.hpp"
 #include "kernels/cuda_check.hpp"
@@ -71,7 +76,10 @@ struct Options {
   std::string filter;
   std::string json_path;
   int device = 0;
-  int repeats = 0;  // 0: 25, or 7 with --quick
+  int repeats = 0;  // 0: 25, or 7 with --quick (10 epochs with --epoch)
+  bool epoch = false;
+  std::string epoch_gemm = "blocked";
+  int rounds = 3;
 };
 
 // What one launch of an operation does, counted by hand: floating-point operations, the bytes it must move at
@@ -1204,7 +1212,26 @@ int run(int argc, char** argv) {
   app.add_option("--repeats", o.repeats, "Timings per mode (default 25, 7 with --quick)")
       ->check(CLI::Range(1, 1000));
   app.add_flag("--list", o.list, "List the benchmark ids (no GPU needed) and exit");
+  app.add_flag("--epoch", o.epoch,
+               "Time whole training epochs instead, launched the plain way and replayed as CUDA graphs");
+  app.add_option("--epoch-gemm", o.epoch_gemm,
+                 "With --epoch: the matrix product (naive, tiled, blocked, cublas)")
+      ->check(CLI::IsMember({"naive", "tiled", "blocked", "cublas"}))
+      ->capture_default_str();
+  app.add_option("--rounds", o.rounds, "With --epoch: rounds, each variant once per round")
+      ->check(CLI::Range(1, 100))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+
+  if (o.epoch) {
+    EpochBenchOptions e;
+    e.device = o.device;
+    if (o.repeats > 0) e.repeats = o.repeats;
+    e.rounds = o.rounds;
+    e.gemm = o.epoch_gemm;
+    e.json_path = o.json_path;
+    return run_epoch_bench(e);
+  }
 
   if (o.list) {
     // Listing needs no device: the ids come from the same case tables the runner uses.

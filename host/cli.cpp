@@ -93,6 +93,7 @@ void add_train_options(CLI::App& train, TrainOptions& o) {
       .add_option("--gemm", o.gemm, "CUDA matrix product: naive, tiled, blocked (register-blocked) or cublas")
       ->check(CLI::IsMember({"naive", "tiled", "blocked", "cublas"}))
       ->capture_default_str();
+  train.add_flag("--cuda-graphs", o.cuda_graphs, "Replay each CUDA training step as one CUDA graph");
   train.add_option("--metrics", o.metrics, "Write metrics as JSON lines to this file");
   train.add_flag_callback(
       "--progress", [&o] { o.progress = ProgressMode::On; },

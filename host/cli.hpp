@@ -21,6 +21,7 @@ struct TrainOptions {
   int threads = 1;               // OpenBLAS threads per CPU replica
   std::string device = "auto";   // auto, cpu, cuda
   std::string gemm = "blocked";  // the CUDA matrix product: naive, tiled, blocked, cublas
+  bool cuda_graphs = false;      // replay each CUDA training step as a CUDA graph
   std::optional<std::filesystem::path> metrics;  // JSON lines, one record per logged step and per epoch
   ProgressMode progress = ProgressMode::Auto;
   bool explain = false;

@@ -163,7 +163,37 @@ class NcclCommunicator final : public Communicator {
       : replicas_(std::move(replicas)),
         devices_(distinct_devices(replicas_)),
         version_(nccl_version()),
-        comms_(init(devices_)) {}
+        comms_(init(devices_)) {
+    // World size 1 with step graphs: the all-reduce needs no other rank's call beside it, so the replica
+    // can enqueue it itself, inside the graph of its whole step (host/cuda_replica.hpp says why).
+    if (replicas_.size() == 1 && replicas_[0]->cuda_graphs()) {
+      CudaReplica* replica = replicas_[0];
+      const ncclComm_t comm = comms_[0];
+      replica->adopt_all_reduce([this, replica, comm](cudaStream_t stream) {
+        if (comms_.unusable()) {
+          throw std::logic_error(
+              "NCCL all-reduce: an earlier NCCL call failed and left the communicators unusable");
+        }
+        // Not through gradient_buffer(), which would launch a recorded step: this runs inside it.
+        float* grads = replica->gradient_buffer_unchecked();  // [ParamLayout::kGradCount]
+        try {
+          NCCL_CHECK(ncclAllReduce(grads, grads, L::kGradCount, ncclFloat, ncclSum, comm, stream));
+        } catch (...) {
+          comms_.mark_unusable();
+          throw;
+        }
+      });
+    }
+  }
+
+  // The replica that enqueues its own all-reduce must let go of it, and finish every graph that holds it,
+  // before the communicators are destroyed.
+  ~NcclCommunicator() override {
+    for (CudaReplica* replica : replicas_)
+      replica->release_all_reduce();
+  }
+  NcclCommunicator(const NcclCommunicator&) = delete;
+  NcclCommunicator& operator=(const NcclCommunicator&) = delete;
 
   std::string description() const override {
     return fmt::format("NCCL {} all-reduce over {} GPU{}", version_, replicas_.size(),
@@ -187,6 +217,8 @@ class NcclCommunicator final : public Communicator {
       throw std::logic_error(
           "NCCL all-reduce: an earlier NCCL call failed and left the communicators unusable");
     }
+    // A replica that owns its all-reduce (world size 1, step graphs) enqueues it within its step.
+    if (replicas_.size() == 1 && replicas_[0]->owns_all_reduce()) return;
     const DeviceGuard guard;
     try {
       NCCL_CHECK(ncclGroupStart());

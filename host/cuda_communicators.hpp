@@ -11,8 +11,10 @@
 namespace mnistdp {
 
 // One replica per GPU, one process: ncclCommInitAll over the replicas' devices, and one grouped ncclAllReduce
-// (sum, float) per step on the flat gradient buffer. Also valid for a single replica (world size 1).
-// Every replica must be a CudaReplica on a distinct device.
+// (sum, float) per step on the flat gradient buffer. Also valid for a single replica (world size 1); when
+// that replica replays its steps as CUDA graphs, it is handed the all-reduce (CudaReplica::adopt_all_reduce)
+// and enqueues it inside its step graph, and all_reduce_gradients enqueues nothing. Every replica must be a
+// CudaReplica on a distinct device, and outlive the communicator.
 std::unique_ptr<Communicator> make_nccl_communicator(std::span<Replica* const> replicas);
 
 // Several replicas on one GPU (NCCL refuses two ranks on one device): the sum is taken by a kernel on replica

@@ -12,6 +12,7 @@
 #include "kernels/gather_cuda.hpp"
 #include "kernels/sgd_cuda.hpp"
 #include "kernels/softmax_xent_cuda.hpp"
+#include "kernels/step_cursor_cuda.hpp"
 
 namespace mnistdp {
 namespace {
@@ -50,6 +51,11 @@ void check_split(const Dataset& d, const char* which) {
                                             which, static_cast<int>(*bad), bad - d.labels.begin(),
                                             L::kClasses - 1));
   }
+}
+
+bool same_sgd(const SgdConfig& a, const SgdConfig& b) {
+  return a.lr == b.lr && a.momentum == b.momentum && a.dampening == b.dampening &&
+         a.weight_decay == b.weight_decay && a.nesterov == b.nesterov;
 }
 
 template <typename T>
@@ -113,8 +119,8 @@ GemmImpl parse_gemm_impl(const std::string& name) {
       fmt::format("unknown GEMM implementation '{}': choose naive, tiled, blocked or cublas", name));
 }
 
-CudaReplica::CudaReplica(const DataSplits& data, int device, GemmImpl gemm)
-    : device_(select_device(device)), gemm_(gemm) {
+CudaReplica::CudaReplica(const DataSplits& data, int device, GemmImpl gemm, bool cuda_graphs)
+    : device_(select_device(device)), gemm_(gemm), graphs_on_(cuda_graphs) {
   check_split(data.train, "training");
   check_split(data.test, "test");
   cudaDeviceProp prop{};
@@ -144,6 +150,7 @@ CudaReplica::CudaReplica(const DataSplits& data, int device, GemmImpl gemm)
   CUDA_CHECK(cudaMemsetAsync(params_.data(), 0, params_.bytes(), s));
   CUDA_CHECK(cudaMemsetAsync(grads_.data(), 0, grads_.bytes(), s));
 
+  cursor_ = DeviceBuffer<int>(1);
   ensure_rows(std::max(kInitialRows, std::min(kEvalChunk, std::max(test_count_, 1))));
   const int chunks = (test_count_ + kEvalChunk - 1) / kEvalChunk;
   eval_loss_ = DeviceBuffer<float>(static_cast<std::size_t>(chunks));
@@ -169,6 +176,8 @@ void CudaReplica::ensure_rows(int rows) {
   // Launches in flight may still read the old buffers. Waiting here is cheap: it happens once, at the largest
   // shard (and cudaFree would wait for the device anyway).
   stream_.synchronize();
+  // The step graphs hold the old buffers' addresses.
+  graphs_.clear();
   x_ = DeviceBuffer<float>(n * L::kInput);
   y_ = DeviceBuffer<std::uint8_t>(n);
   h_ = DeviceBuffer<float>(n * L::kHidden);
@@ -182,13 +191,13 @@ std::size_t CudaReplica::device_bytes() const {
   return train_images_.bytes() + train_labels_.bytes() + test_images_.bytes() + test_labels_.bytes() +
          test_rows_.bytes() + order_.bytes() + params_.bytes() + grads_.bytes() + momentum_.bytes() +
          x_.bytes() + y_.bytes() + h_.bytes() + dh_.bytes() + logits_.bytes() + dlogits_.bytes() +
-         eval_loss_.bytes() + eval_correct_.bytes();
+         cursor_.bytes() + eval_loss_.bytes() + eval_correct_.bytes();
 }
 
 std::string CudaReplica::description() const {
-  return fmt::format("cuda:{} {} (sm_{}{}, {} SMs), gemm {}, {:.1f} MiB of device memory", device_,
+  return fmt::format("cuda:{} {} (sm_{}{}, {} SMs), gemm {}{}, {:.1f} MiB of device memory", device_,
                      device_name_, cc_major_, cc_minor_, sm_count_, gemm_impl_name(gemm_),
-                     static_cast<double>(device_bytes()) / kMiB);
+                     graphs_on_ ? ", CUDA graphs" : "", static_cast<double>(device_bytes()) / kMiB);
 }
 
 cuda::GemmContext CudaReplica::gemm_context() const {
@@ -201,6 +210,7 @@ void CudaReplica::load_parameters(std::span<const float> params) {
         fmt::format("load_parameters: {} values, expected {}", params.size(), L::kCount));
   }
   activate();
+  flush_pending();  // a recorded step computes with the parameters it was recorded with
   CUDA_CHECK(
       cudaMemcpyAsync(params_.data(), params.data(), params_.bytes(), cudaMemcpyHostToDevice, stream_.get()));
   stream_.synchronize();
@@ -258,6 +268,7 @@ void CudaReplica::set_epoch_order(std::span<const std::int32_t> order) {
         fmt::format("set_epoch_order: index {} at position {} is out of range", *bad, bad - order.begin()));
   }
   activate();
+  flush_pending();  // a recorded step reads the order it was recorded with
   // From pageable memory the copy returns once the data is staged, so `order` may be freed at once; it is
   // ordered on the stream after the previous epoch's last step.
   if (!order.empty()) {
@@ -287,22 +298,49 @@ void CudaReplica::compute_gradients(int first, int count, int global_batch) {
         fmt::format("compute_gradients: global batch {} for a shard of {} rows", global_batch, count));
   }
   activate();
+  flush_pending();  // a step recorded and never stepped: its gradients first, in order
   const cudaStream_t s = stream_.get();
   if (count == 0) {  // a replica with no rows contributes zeros, loss slot included
     for (Mark m : {Mark::gather, Mark::forward, Mark::loss, Mark::backward})
       mark(m);
     CUDA_CHECK(cudaMemsetAsync(grads_.data(), 0, grads_.bytes(), s));
     mark(Mark::backward_end);
+    all_reduce_owed_ = owns_all_reduce();
     return;
   }
+  // Before any capture: growing the activations drops the graphs that hold them.
   ensure_rows(count);
+  if (!graphs_on_ || tracing()) {
+    enqueue_gradients(first, count, global_batch, false);
+    all_reduce_owed_ = owns_all_reduce();
+    return;
+  }
+  if (owns_all_reduce()) {  // the whole step, as one graph, once sgd_step knows its settings
+    pending_ = PendingStep{first, count, global_batch};
+    return;
+  }
+  StepShape shape;
+  shape.count = count;
+  shape.global_batch = global_batch;
+  run_graphed(
+      shape, first, [&] { enqueue_gradients(first, count, global_batch, false); },
+      [&] { enqueue_gradients(first, count, global_batch, true); });
+}
+
+void CudaReplica::enqueue_gradients(int first, int count, int global_batch, bool from_cursor) {
+  const cudaStream_t s = stream_.get();
   const auto w = ParamViews<float>::of(params_.data());
   const auto g = ParamViews<float>::of(grads_.data());
   const cuda::GemmContext ctx = gemm_context();
 
   mark(Mark::gather);
-  cuda::gather_normalize(train_images_.data(), train_labels_.data(), order_.data() + first, x_.data(),
-                         y_.data(), count, L::kInput, s);
+  if (from_cursor) {
+    cuda::gather_normalize_at(train_images_.data(), train_labels_.data(), order_.data(), cursor_.data(),
+                              x_.data(), y_.data(), count, L::kInput, s);
+  } else {
+    cuda::gather_normalize(train_images_.data(), train_labels_.data(), order_.data() + first, x_.data(),
+                           y_.data(), count, L::kInput, s);
+  }
   mark(Mark::forward);
   forward(count);
   mark(Mark::loss);
@@ -314,17 +352,124 @@ void CudaReplica::compute_gradients(int first, int count, int global_batch) {
                         {count, L::kHidden, L::kClasses}, true, ctx);
   cuda::linear_backward(dh_.data(), x_.data(), w.fc1_weight, g.fc1_weight, g.fc1_bias, nullptr,
                         {count, L::kInput, L::kHidden}, false, ctx);
+  // Inside a graph: the next replay's rows start one global batch further on.
+  if (from_cursor) cuda::advance_cursor(cursor_.data(), global_batch, s);
   mark(Mark::backward_end);
 }
 
 void CudaReplica::sgd_step(const SgdConfig& cfg) {
   activate();
   const bool with_momentum = cfg.momentum != 0.0f;
+  const bool first_step = with_momentum && !has_momentum_;
+  if (pending_ && !first_step) {
+    const PendingStep p = *pending_;
+    pending_.reset();
+    StepShape shape;
+    shape.count = p.count;
+    shape.global_batch = p.global_batch;
+    shape.whole_step = true;
+    shape.sgd = cfg;
+    auto whole_step = [&](bool from_cursor) {
+      enqueue_gradients(p.first, p.count, p.global_batch, from_cursor);
+      all_reduce_(stream_.get());
+      enqueue_sgd(cfg, false);
+    };
+    run_graphed(
+        shape, p.first, [&] { whole_step(false); }, [&] { whole_step(true); });
+  } else {
+    flush_pending();  // the first step with momentum: the plain way
+    if (all_reduce_owed_) {
+      all_reduce_owed_ = false;
+      all_reduce_(stream_.get());
+    }
+    enqueue_sgd(cfg, first_step);
+  }
+  if (with_momentum) has_momentum_ = true;
+}
+
+void CudaReplica::enqueue_sgd(const SgdConfig& cfg, bool first_step) {
+  const bool with_momentum = cfg.momentum != 0.0f;
   mark(Mark::sgd);
   cuda::sgd_step(params_.data(), grads_.data(), with_momentum ? momentum_.data() : nullptr, L::kCount, cfg,
-                 with_momentum && !has_momentum_, stream_.get());
-  if (with_momentum) has_momentum_ = true;
+                 first_step, stream_.get());
   mark(Mark::sgd_end);
+}
+
+float* CudaReplica::gradient_buffer() {
+  // The buffer is read (by a communicator, or a test) once the caller has ordered itself after the stream;
+  // a recorded step must be on the stream by then.
+  if (pending_) {
+    activate();
+    flush_pending();
+  }
+  return grads_.data();
+}
+
+void CudaReplica::flush_pending() {
+  if (!pending_) return;
+  const PendingStep p = *pending_;
+  pending_.reset();
+  enqueue_gradients(p.first, p.count, p.global_batch, false);
+  all_reduce_owed_ = owns_all_reduce();
+}
+
+void CudaReplica::run_graphed(const StepShape& shape, int first, const std::function<void()>& plain,
+                              const std::function<void()>& capture) {
+  const auto same = [&](const StepGraph& g) {
+    return g.shape.count == shape.count && g.shape.global_batch == shape.global_batch &&
+           g.shape.whole_step == shape.whole_step && (!shape.whole_step || same_sgd(g.shape.sgd, shape.sgd));
+  };
+  auto found = std::find_if(graphs_.begin(), graphs_.end(), same);
+  if (found == graphs_.end()) {
+    // First sight of this shape: run it the plain way (see the header: lazy set-up must not happen during a
+    // capture), and remember it, so that the next step of this shape is captured.
+    if (graphs_.size() >= kMaxGraphs) graphs_.clear();
+    graphs_.push_back(StepGraph{shape, std::nullopt});
+    ++graph_counts_.plain;
+    plain();
+    return;
+  }
+  const cudaStream_t s = stream_.get();
+  if (!found->exec) {
+    const CudaGraph graph = capture_graph(s, capture);
+    found->exec.emplace(graph);
+    found->exec->upload(s);
+    ++graph_counts_.captured;
+  }
+  if (cursor_host_ != first) cuda::set_cursor(cursor_.data(), first, s);
+  cursor_host_ = -1;  // unknown until the launch has been accepted
+  found->exec->launch(s);
+  cursor_host_ = first + shape.global_batch;
+  ++graph_counts_.replayed;
+}
+
+void CudaReplica::adopt_all_reduce(AllReduceFn all_reduce) {
+  if (!all_reduce) throw std::invalid_argument("adopt_all_reduce: no all-reduce given");
+  if (!graphs_on_) throw std::logic_error("adopt_all_reduce: this replica does not use CUDA graphs");
+  if (pending_ || all_reduce_owed_)
+    throw std::logic_error(
+        "adopt_all_reduce: a step is in progress (between compute_gradients and sgd_step)");
+  // Graphs captured before hold no all-reduce; whole-step shapes are captured anew.
+  graphs_.clear();
+  all_reduce_ = std::move(all_reduce);
+}
+
+void CudaReplica::release_all_reduce() noexcept {
+  if (!all_reduce_) return;
+  // Launched before the all-reduce goes: a recorded step owes its gradients. Then every graph that holds the
+  // all-reduce must have finished before it is dropped.
+  try {
+    activate();
+    if (pending_) flush_pending();
+    if (all_reduce_owed_) all_reduce_(stream_.get());
+    stream_.synchronize();
+  } catch (...) {
+    static_cast<void>(cudaGetLastError());
+  }
+  pending_.reset();
+  all_reduce_owed_ = false;
+  graphs_.clear();
+  all_reduce_ = nullptr;
 }
 
 void CudaReplica::mark(Mark m) {
@@ -339,6 +484,7 @@ void CudaReplica::mark(Mark m) {
 
 void CudaReplica::trace_steps(long steps) {
   activate();
+  flush_pending();
   trace_events_.clear();
   traced_steps_ = 0;
   trace_remaining_ = steps;
@@ -371,6 +517,7 @@ std::vector<StepMarks> CudaReplica::take_trace() {
 
 float CudaReplica::loss_sum() {
   activate();
+  flush_pending();
   CUDA_CHECK(cudaMemcpyAsync(host_loss_.data(), grads_.data() + L::kLossSlot, sizeof(float),
                              cudaMemcpyDeviceToHost, stream_.get()));
   stream_.synchronize();
@@ -405,8 +552,9 @@ EvalResult CudaReplica::evaluate() {
   return result;
 }
 
-std::unique_ptr<Replica> make_cuda_replica(const DataSplits& data, int device, GemmImpl gemm) {
-  return std::make_unique<CudaReplica>(data, device, gemm);
+std::unique_ptr<Replica> make_cuda_replica(const DataSplits& data, int device, GemmImpl gemm,
+                                           bool cuda_graphs) {
+  return std::make_unique<CudaReplica>(data, device, gemm, cuda_graphs);
 }
 
 }  // namespace mnistdp

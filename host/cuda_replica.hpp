@@ -3,10 +3,41 @@
 // (uploaded once), the flat parameter, gradient and momentum buffers, the activations and the epoch's order.
 // A training step is a sequence of launches on the replica's stream with no host synchronisation; only
 // loss_sum(), evaluate() and the parameter copies wait for the device.
+//
+// With cuda_graphs, the launches of a step are captured into a CUDA graph and replayed: one launch from the
+// host where the plain path makes ten or more. How, and why it lives here rather than in the trainer:
+//
+// - The trainer drives every backend through three calls per step: compute_gradients, the communicator's
+//   all_reduce_gradients, sgd_step. The graph must not change that loop (the CPU path shares it), so the
+//   replica decides by itself what to launch, and when.
+// - Whole step (one replica, NCCL world size 1). The communicator hands this replica its all-reduce
+//   (adopt_all_reduce) and from then on does nothing for it in all_reduce_gradients. compute_gradients
+//   launches nothing: it records the step, and sgd_step, the first call that knows everything the step needs
+//   (rows, global batch, SGD settings), launches the whole step, gather to SGD with the all-reduce between,
+//   as one graph. Anything that must see the gradients before sgd_step (gradient_buffer, loss_sum, another
+//   compute_gradients, new parameters or a new order) first launches the recorded work the plain way.
+// - Several replicas. Each replica's all-reduce needs the others' at the same time, so it stays the
+//   communicator's; compute_gradients replays a graph of the gradient launches alone, and sgd_step is its one
+//   kernel, as in the plain path.
+// - One graph for every batch of an epoch. A graph freezes its kernels' arguments, so the batch's row offset
+//   cannot be one: the gather reads it from a device counter (cuda::gather_normalize_at), and the graph's
+//   last node moves the counter on by the global batch. The host keeps the value the counter will hold and
+//   sets it with one small kernel only when the next step starts elsewhere (a new epoch, a resumed run). A
+//   graph is therefore keyed by the step's shape alone: rows, global batch and SGD settings. Training at
+//   batch 64 needs two: the full batch and the epoch's short last one.
+// - The first step of each shape runs the plain way, so that whatever is set up lazily on first use (module
+//   loading, NCCL's connections, cuBLAS's workspace) is in place before a capture, during which it would be
+//   refused; the second captures and replays, and later ones replay. The first SGD step with momentum (which
+//   initialises the buffer) and traced steps always run the plain way.
+// - The graph replays exactly the kernels of the plain path, with the same grids and arguments (the gather
+//   reads the same offset, from the device instead of from its arguments); every kernel is deterministic, so
+//   a replayed step gives the plain step's results to the bit (cuBLAS aside: it may choose its algorithm
+//   differently while capturing).
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -14,6 +45,7 @@
 #include <vector>
 
 #include "host/replica.hpp"
+#include "kernels/cuda_graph.hpp"
 #include "kernels/cuda_memory.hpp"
 #include "kernels/gemm_impl.hpp"
 #include "kernels/linear_cuda.hpp"
@@ -47,9 +79,13 @@ class CudaReplica final : public Replica {
   // Activation rows allocated up front (a larger training shard grows them once).
   static constexpr int kInitialRows = 64;
 
+  // At most this many step graphs are kept; a new shape beyond that drops them all (a trainer with a fixed
+  // batch needs two).
+  static constexpr std::size_t kMaxGraphs = 8;
+
   // Uploads data.train and data.test to device `device` (throws CudaError, or std::invalid_argument for a bad
-  // device index or malformed data).
-  CudaReplica(const DataSplits& data, int device, GemmImpl gemm);
+  // device index or malformed data). cuda_graphs: replay each step as a CUDA graph (see above).
+  CudaReplica(const DataSplits& data, int device, GemmImpl gemm, bool cuda_graphs = false);
   ~CudaReplica() override;
 
   std::string description() const override;
@@ -62,7 +98,9 @@ class CudaReplica final : public Replica {
 
   void set_epoch_order(std::span<const std::int32_t> order) override;
   void compute_gradients(int first, int count, int global_batch) override;
-  float* gradient_buffer() override { return grads_.data(); }  // device memory, [ParamLayout::kGradCount]
+  float* gradient_buffer() override;  // device memory, [ParamLayout::kGradCount]
+  // The same address, without launching a recorded step: for an adopted all-reduce, which runs inside one.
+  float* gradient_buffer_unchecked() { return grads_.data(); }
   void sgd_step(const SgdConfig& cfg) override;
   float loss_sum() override;
   EvalResult evaluate() override;
@@ -76,6 +114,26 @@ class CudaReplica final : public Replica {
   // Bytes of device memory this replica holds (its buffers; the CUDA context and cuBLAS's workspace aside).
   std::size_t device_bytes() const;
 
+  bool cuda_graphs() const { return graphs_on_; }
+  // The all-reduce of this replica's gradient buffer, enqueued on the stream it is given (the replica's own).
+  using AllReduceFn = std::function<void(cudaStream_t)>;
+  // For a communicator whose all-reduce of this replica needs no other replica's call beside it (world size
+  // 1), when the replica replays steps as graphs: the replica enqueues `all_reduce` itself, inside its step
+  // graph, between the gradients and the SGD step, and the communicator enqueues nothing for it.
+  void adopt_all_reduce(AllReduceFn all_reduce);
+  bool owns_all_reduce() const { return static_cast<bool>(all_reduce_); }
+  // Gives the all-reduce back: waits for the stream and drops every graph that holds it. For the
+  // communicator's destructor, before whatever the all-reduce uses goes away. Never throws.
+  void release_all_reduce() noexcept;
+
+  // How the steps ran: captured graphs, graph replays, and steps launched the plain way while graphs were on.
+  struct GraphCounts {
+    long captured = 0;
+    long replayed = 0;
+    long plain = 0;
+  };
+  GraphCounts graph_counts() const { return graph_counts_; }
+
  private:
   // Makes this replica's device current on the calling thread (the trainer may drive replicas from threads).
   void activate() const;
@@ -85,6 +143,36 @@ class CudaReplica final : public Replica {
   void forward(int rows);
   // Records a timeline mark on the stream while steps are being traced.
   void mark(Mark m);
+  bool tracing() const { return trace_remaining_ > 0; }
+
+  // What a step graph was captured for: a graph is replayed only for a step of the same shape.
+  struct StepShape {
+    int count = 0;
+    int global_batch = 0;
+    bool whole_step = false;  // gradients, all-reduce and SGD; otherwise the gradients alone
+    SgdConfig sgd;            // whole steps only
+  };
+  struct StepGraph {
+    StepShape shape;
+    std::optional<CudaGraphExec> exec;  // none yet: the shape has run once, the plain way
+  };
+  // A step recorded by compute_gradients, to be launched whole by sgd_step.
+  struct PendingStep {
+    int first = 0;
+    int count = 0;
+    int global_batch = 0;
+  };
+
+  // The launches of compute_gradients for rows order[first, first + count), count > 0; from_cursor: the
+  // offset is read from cursor_ (inside a graph) rather than taken from `first`.
+  void enqueue_gradients(int first, int count, int global_batch, bool from_cursor);
+  void enqueue_sgd(const SgdConfig& cfg, bool first_step);
+  // Launches a recorded step's gradients the plain way; its all-reduce, if adopted, is then owed to sgd_step.
+  void flush_pending();
+  // Runs one step (or its gradients) of `shape` starting at row `first`: the plain launches the first time
+  // the shape is seen, then the graph of `capture` (captured once), replayed.
+  void run_graphed(const StepShape& shape, int first, const std::function<void()>& plain,
+                   const std::function<void()>& capture);
 
   int device_;
   GemmImpl gemm_;
@@ -119,6 +207,16 @@ class CudaReplica final : public Replica {
   DeviceBuffer<float> logits_;    // [rows, 10]
   DeviceBuffer<float> dlogits_;   // [rows, 10]
 
+  // Step graphs (cuda_graphs): the device's row offset, the graphs, and the step compute_gradients recorded.
+  bool graphs_on_ = false;
+  DeviceBuffer<int> cursor_;  // [1]: where the next replayed step's rows start in order_
+  int cursor_host_ = -1;      // the value cursor_ holds once the stream has caught up; -1 when unknown
+  std::vector<StepGraph> graphs_;
+  std::optional<PendingStep> pending_;
+  bool all_reduce_owed_ = false;  // gradients launched, the adopted all-reduce not yet
+  AllReduceFn all_reduce_;
+  GraphCounts graph_counts_;
+
   DeviceBuffer<float> eval_loss_;   // [chunks]: each chunk's loss sum
   DeviceBuffer<int> eval_correct_;  // [chunks]
   PinnedBuffer<float> host_loss_;   // [max(1, chunks)]
@@ -132,6 +230,7 @@ class CudaReplica final : public Replica {
   double trace_anchor_us_ = 0.0;
 };
 
-std::unique_ptr<Replica> make_cuda_replica(const DataSplits& data, int device, GemmImpl gemm);
+std::unique_ptr<Replica> make_cuda_replica(const DataSplits& data, int device, GemmImpl gemm,
+                                           bool cuda_graphs = false);
 
 }  // namespace mnistdp

@@ -154,7 +154,7 @@ std::vector<std::unique_ptr<Replica>> make_replicas(const TrainOptions& o, const
   if (placement.gpu) {
     const GemmImpl gemm = parse_gemm_impl(o.gemm);
     for (int device : placement.replica_devices)
-      replicas.push_back(make_cuda_replica(data, device, gemm));
+      replicas.push_back(make_cuda_replica(data, device, gemm, o.cuda_graphs));
     return replicas;
   }
 #endif

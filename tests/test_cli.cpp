@@ -105,3 +105,8 @@ TEST_CASE("every bad value is refused with a message naming the option", "[cli]"
                     Contains("--dampening"));
   CHECK_THROWS_AS(parse({"train", "--epochs", "0"}), UsageError);
 }
+
+TEST_CASE("CUDA graphs are off by default and --cuda-graphs turns them on", "[cli]") {
+  CHECK_FALSE(parse({"train"}).train.cuda_graphs);
+  CHECK(parse({"train", "--cuda-graphs"}).train.cuda_graphs);
+}

@@ -1,0 +1,33 @@
+#include "kernels/cuda_graph.hpp"
+
+namespace mnistdp {
+
+std::size_t CudaGraph::node_count() const {
+  std::size_t count = 0;
+  CUDA_CHECK(cudaGraphGetNodes(graph_, nullptr, &count));
+  return count;
+}
+
+CudaGraphExec::CudaGraphExec(const CudaGraph& graph) {
+  CUDA_CHECK(cudaGraphInstantiate(&exec_, graph.get(), 0));
+}
+
+CudaGraph capture_graph(cudaStream_t stream, const std::function<void()>& enqueue) {
+  CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  try {
+    enqueue();
+  } catch (...) {
+    cudaGraph_t broken = nullptr;
+    if (cudaStreamEndCapture(stream, &broken) == cudaSuccess && broken)
+      static_cast<void>(cudaGraphDestroy(broken));
+    // A failed capture leaves its error (cudaErrorStreamCaptureInvalidated and the like) as the last error;
+    // clear it, so that it does not surface at some later, unrelated check.
+    static_cast<void>(cudaGetLastError());
+    throw;
+  }
+  cudaGraph_t graph = nullptr;
+  CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  return CudaGraph(graph);
+}
+
+}  // namespace mnistdp

@@ -1,0 +1,249 @@
+// Steps replayed as CUDA graphs (CudaReplica with cuda_graphs) against the plain path, launch by launch.
+//
+// The graph replays exactly the plain path's kernels, with the same grids and arguments; only the gather
+// reads its row offset from a device counter instead of from its arguments, and the offset is the same. Every
+// hand-written kernel is deterministic (docs/kernels.md, Determinism), and an all-reduce over one rank leaves
+// the buffer as it is, so the two paths must agree to the bit, not within a tolerance: any difference means
+// that a replay read the wrong rows, a stale buffer or the wrong settings. cuBLAS may pick another algorithm
+// while a stream is being captured, so for it the comparison is the normwise 1e-5 of the other GPU tests.
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "host/communicator.hpp"
+#include "host/cuda_communicators.hpp"
+#include "host/cuda_replica.hpp"
+#include "host/init.hpp"
+#include "host/params.hpp"
+#include "host/trainer.hpp"
+#include "tests/gpu/gpu_test_util.hpp"
+#include "tests/synthetic_data.hpp"
+
+using namespace mnistdp;
+using namespace mnistdp::gpu_test;
+
+namespace {
+
+using L = ParamLayout;
+
+constexpr int kBatch = 64;
+constexpr long kSteps = 100;
+constexpr std::uint64_t kSeed = 5;
+// 15 full batches and a short one of 40 rows: an epoch is 16 steps, so the 100 steps cross six epoch ends,
+// each with its short batch, and start each new epoch at an offset the device counter must be reset to.
+constexpr int kTrainRows = 15 * kBatch + 40;
+
+enum class Reduce { host, nccl, same_device };
+
+// Records every logged loss and counts the steps.
+class LossRecorder final : public TrainListener {
+ public:
+  void on_step_loss(const StepLoss& s) override { losses.push_back(s.loss); }
+  void on_step(int, int, int) override { ++steps; }
+  std::vector<float> losses;
+  long steps = 0;
+};
+
+struct Run {
+  std::vector<std::vector<float>> params;    // [replicas][kCount]
+  std::vector<std::vector<float>> momentum;  // [replicas][kCount]
+  std::vector<float> losses;                 // [steps] when observed
+  long steps = 0;
+  std::vector<CudaReplica::GraphCounts> counts;  // [replicas]
+};
+
+// `replicas` replicas on device 0 trained by the Trainer for kSteps steps, with or without step graphs. Every
+// replica's gradient buffer is poisoned (NaN) before the first step: a graph that failed to write part of
+// it would carry the NaN into the parameters. observe: the loss of every step (the host then waits for the
+// device after every step); otherwise the host never waits until the run is over, and the replays run as
+// far ahead of the host as they can.
+Run train(const DataSplits& data, GemmImpl gemm, bool graphs, int replicas, Reduce reduce, bool observe) {
+  std::vector<std::unique_ptr<Replica>> owned;
+  std::vector<Replica*> raw;
+  for (int r = 0; r < replicas; ++r) {
+    owned.push_back(make_cuda_replica(data, 0, gemm, graphs));
+    raw.push_back(owned.back().get());
+  }
+  std::vector<float> init(L::kCount);
+  init_parameters(init, kSeed);
+  owned[0]->load_parameters(init);
+  for (Replica* r : raw) {
+    CUDA_CHECK(cudaMemset(r->gradient_buffer(), 0xFF, L::kGradCount * sizeof(float)));
+    CUDA_CHECK(cudaDeviceSynchronize());
+  }
+  std::unique_ptr<Communicator> communicator;
+  switch (reduce) {
+    case Reduce::host:
+      REQUIRE(replicas == 1);
+      communicator = make_host_communicator();  // nothing to sum: the replica keeps its all-reduce-free step
+      break;
+    case Reduce::nccl:
+      communicator = make_nccl_communicator(raw);
+      break;
+    case Reduce::same_device:
+      communicator = make_same_device_communicator(raw);
+      break;
+  }
+  // World size 1 through NCCL with graphs: the replica enqueues the all-reduce inside its step graph.
+  const bool adopted = graphs && reduce == Reduce::nccl && replicas == 1;
+  CHECK(dynamic_cast<CudaReplica&>(*raw[0]).owns_all_reduce() == adopted);
+
+  TrainConfig config;
+  config.epochs = 1000;  // max_steps ends the run
+  config.max_steps = kSteps;
+  config.batch_size = kBatch;
+  config.sgd.momentum = 0.9f;
+  config.seed = kSeed;
+  config.log_interval = observe ? 1 : 0;
+  config.evaluate = false;
+  Trainer trainer(std::move(owned), std::move(communicator), data.train.count, config);
+  LossRecorder recorder;
+  trainer.run(recorder);
+
+  Run run;
+  run.steps = recorder.steps;
+  run.losses = recorder.losses;
+  for (const auto& replica : trainer.replicas()) {
+    auto& cuda = dynamic_cast<CudaReplica&>(*replica);
+    run.params.emplace_back(L::kCount, std::numeric_limits<float>::quiet_NaN());
+    cuda.store_parameters(run.params.back());
+    REQUIRE(cuda.has_momentum());
+    run.momentum.emplace_back(L::kCount, std::numeric_limits<float>::quiet_NaN());
+    cuda.store_momentum(run.momentum.back());
+    run.counts.push_back(cuda.graph_counts());
+  }
+  return run;
+}
+
+void check_same(const Run& graphs, const Run& plain, GemmImpl gemm) {
+  REQUIRE(plain.steps == kSteps);
+  REQUIRE(graphs.steps == kSteps);
+  REQUIRE(graphs.params.size() == plain.params.size());
+  REQUIRE(graphs.losses.size() == plain.losses.size());
+  for (std::size_t r = 0; r < plain.params.size(); ++r) {
+    CAPTURE(r);
+    if (gemm == GemmImpl::cublas) {
+      CHECK(max_rel_error(graphs.params[r], plain.params[r]) <= 1e-5);
+      CHECK(max_rel_error(graphs.momentum[r], plain.momentum[r]) <= 1e-5);
+    } else {
+      CHECK(bitwise_equal(graphs.params[r], plain.params[r]));
+      CHECK(bitwise_equal(graphs.momentum[r], plain.momentum[r]));
+    }
+  }
+  for (std::size_t s = 0; s < plain.losses.size(); ++s) {
+    CAPTURE(s, graphs.losses[s], plain.losses[s]);
+    if (gemm == GemmImpl::cublas) {
+      CHECK(rel_error(graphs.losses[s], plain.losses[s]) <= 1e-5);
+    } else {
+      CHECK(graphs.losses[s] == plain.losses[s]);
+    }
+  }
+  // It trained: the comparison is not one of two flat lines.
+  if (!plain.losses.empty()) CHECK(plain.losses.back() < plain.losses.front());
+}
+
+}  // namespace
+
+TEST_CASE("whole-step CUDA graphs (NCCL, world size 1) give the plain path's parameters after 100 steps",
+          "[gpu][graphs]") {
+  const GemmImpl gemm = GENERATE(GemmImpl::blocked, GemmImpl::tiled, GemmImpl::cublas);
+  const bool observe = GENERATE(true, false);
+  CAPTURE(gemm_impl_name(gemm), observe);
+  const DataSplits data = testing::synthetic_splits(kTrainRows, 10, 31);
+  const Run plain = train(data, gemm, false, 1, Reduce::nccl, observe);
+  const Run graphs = train(data, gemm, true, 1, Reduce::nccl, observe);
+  check_same(graphs, plain, gemm);
+
+  // The replays really happened. Step 0 initialises the momentum buffer, the plain way; the first full batch
+  // after it and the first short batch (step 15) run the plain way as warm-ups; the second of each shape is
+  // captured; every other step is a replay.
+  const CudaReplica::GraphCounts c = graphs.counts[0];
+  CHECK(c.plain == 2);
+  CHECK(c.captured == 2);
+  CHECK(c.replayed == kSteps - 3);
+  const CudaReplica::GraphCounts none = plain.counts[0];
+  CHECK(none.captured + none.replayed + none.plain == 0);
+}
+
+TEST_CASE("gradient graphs with several replicas on one GPU give the plain path's parameters",
+          "[gpu][graphs]") {
+  // Each replica's all-reduce needs the others', so it stays the communicator's; each replica replays a
+  // graph of its gradient launches (22, 22 and 20 rows of the full batches; 14, 14 and 12 of the short one).
+  const int replicas = GENERATE(1, 3);
+  CAPTURE(replicas);
+  const Reduce reduce = replicas == 1 ? Reduce::host : Reduce::same_device;
+  const DataSplits data = testing::synthetic_splits(kTrainRows, 10, 37);
+  const Run plain = train(data, GemmImpl::blocked, false, replicas, reduce, false);
+  const Run graphs = train(data, GemmImpl::blocked, true, replicas, reduce, false);
+  check_same(graphs, plain, GemmImpl::blocked);
+  for (std::size_t r = 0; r < graphs.counts.size(); ++r) {
+    CAPTURE(r);
+    // The gradients do not depend on the momentum: only the first step of each shape runs the plain way.
+    CHECK(graphs.counts[r].plain == 2);
+    CHECK(graphs.counts[r].captured == 2);
+    CHECK(graphs.counts[r].replayed == kSteps - 2);
+  }
+}
+
+TEST_CASE("a recorded step is launched the plain way when its gradients are read before its SGD step",
+          "[gpu][graphs]") {
+  // Driven by hand, as a test or a tool may drive a replica: the gradients and the loss read between
+  // compute_gradients and sgd_step, a new order in the middle of an epoch, and steps of several shapes.
+  const DataSplits data = testing::synthetic_splits(kTrainRows, 10, 41);
+  std::vector<float> init(L::kCount);
+  init_parameters(init, 43);
+  std::vector<std::int32_t> order(static_cast<std::size_t>(data.train.count)), other(order.size());
+  epoch_order(order, 44, 0);
+  epoch_order(other, 44, 1);
+  SgdConfig sgd;
+  sgd.momentum = 0.9f;
+
+  struct Probe {
+    std::vector<float> grads;   // read between compute_gradients and sgd_step, where the script says so
+    std::vector<float> losses;  // loss_sum after each step
+    std::vector<float> params;
+  };
+  auto drive = [&](bool graphs) {
+    CudaReplica replica(data, 0, GemmImpl::blocked, graphs);
+    CHECK((replica.description().find("CUDA graphs") != std::string::npos) == graphs);
+    replica.load_parameters(init);
+    std::vector<Replica*> raw{&replica};
+    const auto nccl = make_nccl_communicator(raw);
+    CHECK(replica.owns_all_reduce() == graphs);
+    Probe probe;
+    replica.set_epoch_order(order);
+    for (int step = 0; step < 40; ++step) {
+      if (step == 20) replica.set_epoch_order(other);  // a new order in the middle: rows from the new one
+      // Offsets that repeat and jump: 0, 64, ..., then back, and a few rows short of the end.
+      const int first = (step * kBatch) % (data.train.count - kBatch);
+      const int count = step % 7 == 6 ? 33 : kBatch;
+      replica.compute_gradients(first, count, count);
+      nccl->all_reduce_gradients(raw);
+      if (step % 5 == 3) {
+        // gradient_buffer() launches a recorded step; the copy waits for it (NaN where it would not write).
+        probe.grads.resize(probe.grads.size() + L::kGradCount, std::numeric_limits<float>::quiet_NaN());
+        float* grads = replica.gradient_buffer();
+        CUDA_CHECK(cudaStreamSynchronize(replica.stream()));
+        CUDA_CHECK(cudaMemcpy(probe.grads.data() + probe.grads.size() - L::kGradCount, grads,
+                              L::kGradCount * sizeof(float), cudaMemcpyDeviceToHost));
+      }
+      if (step % 5 == 4) probe.losses.push_back(replica.loss_sum());  // read before the step, too
+      replica.sgd_step(sgd);
+      probe.losses.push_back(replica.loss_sum());
+    }
+    probe.params.assign(L::kCount, std::numeric_limits<float>::quiet_NaN());
+    replica.store_parameters(probe.params);
+    if (graphs) CHECK(replica.graph_counts().replayed > 0);
+    return probe;
+  };
+  const Probe plain = drive(false);
+  const Probe graphs = drive(true);
+  CHECK(bitwise_equal(graphs.grads, plain.grads));
+  CHECK(bitwise_equal(graphs.losses, plain.losses));
+  CHECK(bitwise_equal(graphs.params, plain.params));
+}
