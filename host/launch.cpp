@@ -63,6 +63,16 @@ LaunchInfo read_launch(const Names& n, const EnvLookup& env) {
     info.master_addr = required(env, "MASTER_ADDR", n.launcher);
     info.master_port =
         parse_int("MASTER_PORT", required(env, "MASTER_PORT", n.launcher), 1, 65535, "a TCP port");
+    // torchrun's static rendezvous (its default) keeps its own key-value store listening on MASTER_PORT on
+    // the first node, and says so with this variable; the ranks then meet on the next port.
+    if (n.launcher == Launcher::Torchrun &&
+        env("TORCHELASTIC_USE_AGENT_STORE") == std::optional<std::string>("True")) {
+      if (info.master_port == 65535)
+        throw LaunchError(
+            "MASTER_PORT=65535 is torchrun's own store, and the ranks meet on the next port: pick a "
+            "lower --master-port");
+      info.master_port += 1;
+    }
   }
   return info;
 }

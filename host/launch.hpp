@@ -2,7 +2,8 @@
 // Who this process is in a multi-process run, read from what the launcher put in the environment:
 //
 //   mpirun (Open MPI)   OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_RANK
-//   torchrun            RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT
+//   torchrun            RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT (MASTER_PORT + 1 when
+//                       TORCHELASTIC_USE_AGENT_STORE=True: torchrun's own store is on MASTER_PORT then)
 //   srun (Slurm)        SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, with MASTER_ADDR and MASTER_PORT set by
 //   the
 //                       job script (Slurm has no rendezvous address of its own)

@@ -54,6 +54,19 @@ TEST_CASE("torchrun's variables", "[launch]") {
   CHECK(detect_launch("env", env_of(kTorchrun)).launcher == Launcher::Torchrun);
 }
 
+TEST_CASE("torchrun's own store on MASTER_PORT: the ranks meet on the next port", "[launch]") {
+  auto vars = kTorchrun;
+  vars["TORCHELASTIC_USE_AGENT_STORE"] = "True";
+  CHECK(detect_launch("auto", env_of(vars)).master_port == 29501);
+  vars["TORCHELASTIC_USE_AGENT_STORE"] = "False";
+  CHECK(detect_launch("auto", env_of(vars)).master_port == 29500);
+  vars["TORCHELASTIC_USE_AGENT_STORE"] = "True";
+  vars["MASTER_PORT"] = "65535";
+  CHECK(refusal("auto", vars) ==
+        "MASTER_PORT=65535 is torchrun's own store, and the ranks meet on the next port: pick a lower "
+        "--master-port");
+}
+
 TEST_CASE("Open MPI's variables, which need no rendezvous address", "[launch]") {
   const LaunchInfo info = detect_launch("auto", env_of({{"OMPI_COMM_WORLD_RANK", "1"},
                                                         {"OMPI_COMM_WORLD_SIZE", "2"},

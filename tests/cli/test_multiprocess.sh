@@ -68,6 +68,21 @@ for world in 2 3; do
     contains "$work/tcp$world.0.out" "processes: $world started by torchrun; TCP through rank 0"
 done
 
+# 1b. torchrun itself (Debian's PyTorch), with its own store on MASTER_PORT: the ranks meet beside it.
+if /usr/bin/python3 -c 'import torch.distributed.run' 2>/dev/null; then
+  port=$(free_port)
+  timeout 300 /usr/bin/python3 "$(dirname "$0")/torchrun.py" --nproc_per_node 3 --master_port "$port" --no_python \
+    "$bin" "${common[@]}" --batch-size 70 --momentum 0.9 --max-steps 50 --save "$work/torchrun3.st" \
+    >"$work/torchrun3.out" 2>&1
+  check "torchrun --nproc_per_node 3: exit 0" test $? = 0
+  check "torchrun --nproc_per_node 3: the parameters of one process with 3 replicas, to the bit" \
+    cmp -s "$work/torchrun3.st" "$work/single3.st"
+  check "torchrun: the ranks meet on the port after torchrun's store" \
+    contains "$work/torchrun3.out" "processes: 3 started by torchrun; TCP through rank 0 at 127.0.0.1:$((port + 1))"
+else
+  echo "note: no PyTorch for /usr/bin/python3 (scripts/setup.sh --peers installs it): torchrun itself was not run"
+fi
+
 # 2. A rank that fails (here: data it cannot read) ends every rank with its message, at once.
 # The bad path is given to rank 2 only.
 start=$(date +%s)
@@ -158,7 +173,8 @@ for _ in $(seq 100); do contains "$work/int.0.out" "Epoch 0, Step 20" && break; 
 kill -INT "$pid0" "$pid1"
 wait "$pid0"; rc0=$?
 wait "$pid1"; rc1=$?
-check "SIGINT: both ranks exit 130 (got $rc0 and $rc1)" test "$rc0:$rc1" = 130:130
+check "SIGINT: both ranks exit 130 (got $rc0 and $rc1)" test "$rc0:$rc1" = 130:130 ||
+  tail -n 5 "$work"/int.*.err
 check "SIGINT: rank 0 saved a checkpoint" contains "$work/int.0.err" "checkpoint saved to $work/int.st"
 check "SIGINT: the checkpoint loads" "$tool" dump "$work/int.st" >/dev/null
 
