@@ -1,0 +1,113 @@
+// The NCCL communicator of multi-process runs (make_nccl_rank_communicator), on one GPU: a world of one rank
+// goes through everything a rank of a larger world does (the unique id through the process group, the
+// non-blocking ncclCommInitRankConfig polled to completion, an all-reduce per step, await_completion polling
+// the stream and NCCL's error state, finalize and destroy), and its all-reduce of one rank changes nothing,
+// so the run must equal the one-replica run to the bit.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "host/communicator.hpp"
+#include "host/cuda_communicators.hpp"
+#include "host/cuda_replica.hpp"
+#include "host/init.hpp"
+#include "host/params.hpp"
+#include "host/process_group.hpp"
+#include "host/trainer.hpp"
+#include "tests/gpu/gpu_test_util.hpp"
+#include "tests/synthetic_data.hpp"
+
+using namespace mnistdp;
+using namespace mnistdp::gpu_test;
+
+namespace {
+
+using L = ParamLayout;
+
+// A world of one process: every collective leaves its argument as it is.
+class SoloProcessGroup final : public ProcessGroup {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  std::string description() const override { return "one process"; }
+  void all_reduce_sum(std::span<float>) override {}
+  bool any(bool flag) override { return flag; }
+  void broadcast(std::span<std::byte>) override { ++broadcasts; }
+  void abort(int, const std::string&) noexcept override {}
+
+  int broadcasts = 0;
+};
+
+class LossRecorder final : public TrainListener {
+ public:
+  void on_step_loss(const StepLoss& s) override { losses.push_back(s.loss); }
+  std::vector<float> losses;
+};
+
+struct Run {
+  std::vector<float> params;
+  std::vector<float> losses;
+};
+
+// 20 steps over two epochs of 9 full batches and a short one, momentum 0.9, through the given communicator
+// (null: none, the one-replica reference).
+Run train(const DataSplits& data, bool through_rank_communicator) {
+  std::vector<std::unique_ptr<Replica>> replicas;
+  replicas.push_back(make_cuda_replica(data, 0, GemmImpl::blocked));
+  std::vector<float> init(L::kCount);
+  init_parameters(init, 7);
+  replicas[0]->load_parameters(init);
+  SoloProcessGroup group;
+  std::unique_ptr<Communicator> communicator =
+      through_rank_communicator ? make_nccl_rank_communicator(*replicas[0], group, std::chrono::seconds(60))
+                                : make_host_communicator();
+  if (through_rank_communicator) {
+    CHECK(group.broadcasts == 1);  // the unique id
+    CHECK(communicator->description().find("rank 0 of 1") != std::string::npos);
+  }
+  TrainConfig config;
+  config.epochs = 2;
+  config.batch_size = 64;
+  config.sgd.lr = 0.05f;
+  config.sgd.momentum = 0.9f;
+  config.seed = 7;
+  config.log_interval = 1;
+  config.evaluate = false;
+  Trainer trainer(std::move(replicas), std::move(communicator), data.train.count, config);
+  LossRecorder recorder;
+  trainer.run(recorder);
+  Run run;
+  run.losses = recorder.losses;
+  run.params.resize(L::kCount);
+  trainer.replicas()[0]->store_parameters(run.params);
+  return run;
+}
+
+}  // namespace
+
+TEST_CASE("the multi-process NCCL communicator, world of one: the one-replica run to the bit",
+          "[gpu][nccl]") {
+  const DataSplits data = testing::synthetic_splits(9 * 64 + 13, 10, 31);
+  const Run reference = train(data, false);
+  const Run ranked = train(data, true);
+  REQUIRE(reference.losses.size() == 20);
+  CHECK(bitwise_equal(ranked.losses, reference.losses));
+  CHECK(bitwise_equal(ranked.params, reference.params));
+}
+
+TEST_CASE("the multi-process NCCL communicator refuses what it cannot serve", "[gpu][nccl]") {
+  const DataSplits data = testing::synthetic_splits(100, 10, 5);
+  auto a = make_cuda_replica(data, 0, GemmImpl::blocked);
+  auto b = make_cuda_replica(data, 0, GemmImpl::blocked);
+  SoloProcessGroup group;
+  const auto communicator = make_nccl_rank_communicator(*a, group, std::chrono::seconds(60));
+  const std::vector<Replica*> other{b.get()};
+  CHECK_THROWS_AS(communicator->all_reduce_gradients(other), std::logic_error);
+  const std::vector<Replica*> two{a.get(), b.get()};
+  CHECK_THROWS_AS(communicator->all_reduce_gradients(two), std::logic_error);
+  communicator->await_completion();  // nothing issued: returns at once
+}
