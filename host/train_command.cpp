@@ -61,9 +61,11 @@ void print_placement(const Placement& placement, const std::vector<std::unique_p
       const int most = shard_of(rows, n, local).count, least = shard_of(rows, n, n - 1).count;
       return most == least ? fmt::format("{}", most) : fmt::format("{} to {}", least, most);
     };
-    fmt::print("{:>8}  {:<48} {:>10} {:>10}\n", fmt::format("{}-{}", local, n - 1),
-               fmt::format("ranks 1 to {}, {} replica{} each", world_size - 1, local, local == 1 ? "" : "s"),
-               range(batch_size), range(last));
+    const std::string others = n - 1 == local ? fmt::format("{}", local) : fmt::format("{}-{}", local, n - 1);
+    const std::string ranks = world_size == 2 ? "rank 1" : fmt::format("ranks 1 to {}", world_size - 1);
+    fmt::print("{:>8}  {:<48} {:>10} {:>10}\n", others,
+               fmt::format("{}, {} replica{} each", ranks, local, local == 1 ? "" : "s"), range(batch_size),
+               range(last));
   }
   fmt::print("all-reduce: {}\n", communicator.description());
 }

@@ -110,3 +110,15 @@ TEST_CASE("CUDA graphs are off by default and --cuda-graphs turns them on", "[cl
   CHECK_FALSE(parse({"train"}).train.cuda_graphs);
   CHECK(parse({"train", "--cuda-graphs"}).train.cuda_graphs);
 }
+
+TEST_CASE("the launcher and the timeout of multi-process runs", "[cli]") {
+  const CommandLine defaults = parse({"train"});
+  CHECK(defaults.train.launcher == "auto");
+  CHECK(defaults.train.timeout_seconds == 300.0);
+  const CommandLine given = parse({"train", "--launcher", "none", "--timeout", "2.5"});
+  CHECK(given.train.launcher == "none");
+  CHECK(given.train.timeout_seconds == 2.5);
+  CHECK_THROWS_WITH(parse({"train", "--launcher", "ssh"}), Contains("--launcher"));
+  CHECK_THROWS_WITH(parse({"train", "--timeout", "0"}), Contains("--timeout"));
+  CHECK_THROWS_WITH(parse({"train", "--timeout", "nan"}), Contains("--timeout"));
+}
