@@ -4,6 +4,7 @@
 #include <nccl.h>
 
 #include <chrono>
+#include <exception>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -44,6 +45,13 @@ class NcclRankCommunicator final : public Communicator {
 
   ~NcclRankCommunicator() override {
     if (!comm_) return;
+    // Destroyed while an exception unwinds (this rank, or another, has failed): the collectives in flight
+    // may never complete, so abort at once rather than wait for them.
+    if (std::uncaught_exceptions() > exceptions_at_start_) {
+      static_cast<void>(ncclCommAbort(comm_));
+      static_cast<void>(cudaGetLastError());
+      return;
+    }
     // Finalize waits for the collectives already issued; if that does not end in time, abort instead.
     const ncclResult_t started = ncclCommFinalize(comm_);
     bool finalised = started == ncclSuccess || started == ncclInProgress;
@@ -138,6 +146,7 @@ class NcclRankCommunicator final : public Communicator {
   std::chrono::milliseconds timeout_;
   std::string version_;
   ncclComm_t comm_ = nullptr;
+  int exceptions_at_start_ = std::uncaught_exceptions();
 };
 
 }  // namespace

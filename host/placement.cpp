@@ -165,10 +165,10 @@ std::vector<std::unique_ptr<Replica>> make_replicas(const TrainOptions& o, const
   return replicas;
 }
 
-std::unique_ptr<Communicator> make_communicator(const Placement& placement,
-                                                const std::vector<std::unique_ptr<Replica>>& replicas,
-                                                ProcessGroup* group,
-                                                [[maybe_unused]] std::chrono::milliseconds timeout) {
+std::unique_ptr<Communicator> make_communicator(
+    [[maybe_unused]] const Placement& placement,
+    [[maybe_unused]] const std::vector<std::unique_ptr<Replica>>& replicas, ProcessGroup* group,
+    [[maybe_unused]] std::chrono::milliseconds timeout) {
 #ifdef MNISTDP_WITH_CUDA
   if (placement.gpu && group) return make_nccl_rank_communicator(*replicas.front(), *group, timeout);
   if (placement.gpu) {
