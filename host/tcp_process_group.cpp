@@ -79,6 +79,11 @@ void configure(const Socket& s) {
   const int flags = ::fcntl(s.fd(), F_GETFL, 0);
   if (flags < 0 || ::fcntl(s.fd(), F_SETFL, flags | O_NONBLOCK) < 0)
     throw std::runtime_error(fmt::format("TCP rendezvous: fcntl(O_NONBLOCK): {}", errno_text(errno)));
+  // Room for a whole gradient (0.8 MB) in the kernel's buffers, so that a rank's send completes without
+  // waiting for the reader to drain it piece by piece. A request the kernel caps is no error.
+  const int buffer = 4 << 20;
+  static_cast<void>(::setsockopt(s.fd(), SOL_SOCKET, SO_SNDBUF, &buffer, sizeof buffer));
+  static_cast<void>(::setsockopt(s.fd(), SOL_SOCKET, SO_RCVBUF, &buffer, sizeof buffer));
   const int one = 1;
   if (::setsockopt(s.fd(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) < 0)
     throw std::runtime_error(fmt::format("TCP rendezvous: setsockopt(TCP_NODELAY): {}", errno_text(errno)));
@@ -319,17 +324,11 @@ class TcpProcessGroup final : public ProcessGroup {
 
   // A Data frame from rank 0 into `into` (exactly its size); rank 0's Error frame becomes RemoteRankError.
   void receive_data_from_root(std::span<std::byte> into, const Deadline& deadline) {
-    Frame frame;
-    try {
-      frame = receive_frame(peer(0), deadline, std::max(into.size(), kMaxErrorBytes));
-    } catch (const ConnectionLost& e) {
-      lost(0, e.why);
-    } catch (const TimedOut&) {
-      throw std::runtime_error(fmt::format(
-          "rank 0 at {}:{} did not answer within {} s (it, or another rank, is hung or much slower)", addr_,
-          port_, seconds()));
-    }
-    accept_data(frame, into, 0);
+    receive_data(
+        0, into, deadline,
+        fmt::format("rank 0 at {}:{} did not answer within {} s (it, or another rank, is hung or much "
+                    "slower)",
+                    addr_, port_, seconds()));
   }
 
   // A failure reported by rank `from`: its own (worded here), or one it passes on (worded by rank 0 already).
@@ -339,15 +338,34 @@ class TcpProcessGroup final : public ProcessGroup {
     throw RemoteRankError(frame.origin, frame.text());
   }
 
-  // Checks a frame that should carry `into.size()` bytes of data, and copies them.
-  void accept_data(const Frame& frame, std::span<std::byte> into, int from) const {
-    if (frame.type == FrameType::Error) remote_failure(frame, from);
-    if (frame.type != FrameType::Data || frame.payload.size() != into.size())
-      throw std::runtime_error(
-          fmt::format("rank {} sent a message of {} bytes where {} bytes of data were "
-                      "expected: the ranks are not running the same collectives",
-                      from, frame.payload.size(), into.size()));
-    std::copy(frame.payload.begin(), frame.payload.end(), into.begin());
+  // Reads a Data frame of exactly `into.size()` bytes from rank r straight into `into` (the gradient buffer
+  // itself: no copy, no allocation); an Error frame becomes RemoteRankError, anything else a protocol error.
+  void receive_data(int r, std::span<std::byte> into, const Deadline& deadline,
+                    const std::string& on_timeout) {
+    try {
+      FrameHeader header{};
+      receive_all(peer(r), &header, sizeof header, deadline);
+      if (header.magic != kMagic)
+        throw ConnectionLost{
+            "it sent something that is not mnist-dp's protocol (another program on that port?)"};
+      if (header.type == FrameType::Data && header.bytes == into.size()) {
+        receive_all(peer(r), into.data(), into.size(), deadline);
+        return;
+      }
+      if (header.type == FrameType::Error && header.bytes <= kMaxErrorBytes) {
+        Frame frame{header.type, header.origin, std::vector<std::byte>(header.bytes)};
+        receive_all(peer(r), frame.payload.data(), frame.payload.size(), deadline);
+        remote_failure(frame, r);
+      }
+      throw std::runtime_error(fmt::format(
+          "rank {} sent a message of {} bytes where {} bytes of data were expected: the ranks are "
+          "not running the same collectives",
+          r, header.bytes, into.size()));
+    } catch (const ConnectionLost& e) {
+      lost(r, e.why);
+    } catch (const TimedOut&) {
+      throw std::runtime_error(on_timeout);
+    }
   }
 
   // The shape of every collective: each rank sends its bytes to rank 0; rank 0 folds them into its own in
@@ -362,7 +380,8 @@ class TcpProcessGroup final : public ProcessGroup {
     }
     // Rank 0 reads whichever rank is ready first, so that a rank that failed is heard at once even while
     // another is still computing; the fold then runs in rank order, whatever the arrival order was.
-    std::vector<std::vector<std::byte>> parts(static_cast<std::size_t>(size_));
+    // One buffer per rank, kept from one collective to the next: the gradient's 0.8 MB every step.
+    parts_.resize(static_cast<std::size_t>(size_));
     std::vector<int> waiting;
     for (int r = 1; r < size_; ++r)
       waiting.push_back(r);
@@ -385,22 +404,15 @@ class TcpProcessGroup final : public ProcessGroup {
           still.push_back(r);
           continue;
         }
-        Frame frame;
-        try {
-          frame = receive_frame(peer(r), deadline, std::max(mine.size(), kMaxErrorBytes));
-        } catch (const ConnectionLost& e) {
-          lost(r, e.why);
-        } catch (const TimedOut&) {
-          throw std::runtime_error(
-              fmt::format("rank {} began a message and did not finish it within {} s", r, seconds()));
-        }
-        parts[static_cast<std::size_t>(r)].resize(mine.size());
-        accept_data(frame, parts[static_cast<std::size_t>(r)], r);
+        std::vector<std::byte>& part = parts_[static_cast<std::size_t>(r)];
+        part.resize(mine.size());
+        receive_data(r, part, deadline,
+                     fmt::format("rank {} began a message and did not finish it within {} s", r, seconds()));
       }
       waiting = std::move(still);
     }
     for (int r = 1; r < size_; ++r)
-      combine(r, parts[static_cast<std::size_t>(r)]);
+      combine(r, parts_[static_cast<std::size_t>(r)]);
     for (int r = 1; r < size_; ++r)
       send_to(r, FrameType::Data, mine, deadline);
   }
@@ -541,8 +553,11 @@ class TcpProcessGroup final : public ProcessGroup {
         continue;
       }
       const int one = 1, zero = 0;
-      ::setsockopt(s.fd(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-      if (a->ai_family == AF_INET6) ::setsockopt(s.fd(), IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+      // Both best effort: without the first, a port in TIME_WAIT from the last run is refused as in use;
+      // without the second, an IPv6 socket takes no IPv4 connection and the IPv4 address is tried next.
+      static_cast<void>(::setsockopt(s.fd(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one));
+      if (a->ai_family == AF_INET6)
+        static_cast<void>(::setsockopt(s.fd(), IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero));
       if (::bind(s.fd(), a->ai_addr, a->ai_addrlen) == 0 && ::listen(s.fd(), SOMAXCONN) == 0) {
         listener = std::move(s);
         break;
@@ -641,6 +656,7 @@ class TcpProcessGroup final : public ProcessGroup {
   std::chrono::milliseconds timeout_;
   // On rank 0: peers_[r] is the connection to rank r (peers_[0] unused). Elsewhere: peers_[0], to rank 0.
   std::vector<Socket> peers_;
+  std::vector<std::vector<std::byte>> parts_;  // on rank 0: [ranks][bytes], what each rank sent last
 };
 
 }  // namespace
