@@ -69,6 +69,18 @@ for world in 2 3; do
     contains "$work/tcp$world.0.out" "processes: $world started by torchrun; TCP through rank 0"
 done
 
+# 1a. Two ranks of two CPU replicas each: four replicas, numbered across the processes. The sum is
+#     (x0 + x1) + (x2 + x3) here and ((x0 + x1) + x2) + x3 in one process, so within rtol 1e-5 rather than
+#     to the bit.
+"$bin" "${common[@]}" --batch-size 70 --momentum 0.9 --max-steps 50 --replicas 4 \
+  --save "$work/single4.st" >/dev/null 2>&1
+launch mixed 2 "${common[@]}" --batch-size 70 --momentum 0.9 --max-steps 50 --replicas 2 --check-replicas 10 \
+  --save "$work/mixed.st"
+check "TCP, 2 ranks x 2 replicas: every rank exits 0" test "$(cat "$work"/mixed.*.rc | sort -u)" = 0
+check "TCP, 2 ranks x 2 replicas: the parameters of one process with 4 replicas (rtol 1e-5)" \
+  sh -c '"$0" compare "$1" "$2" 1e-5 >"$3"' "$tool" "$work/mixed.st" "$work/single4.st" "$work/mixed.compare"
+check "TCP, 2 ranks x 2 replicas: rank 0 lists replicas 2-3 on rank 1" contains "$work/mixed.0.out" "2-3  rank 1, 2 replicas each"
+
 # 1b. torchrun itself (Debian's PyTorch), with its own store on MASTER_PORT: the ranks meet beside it.
 if /usr/bin/python3 -c 'import torch.distributed.run' 2>/dev/null; then
   port=$(free_port)
