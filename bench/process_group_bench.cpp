@@ -46,11 +46,11 @@
 #include <thread>
 #include <vector>
 
+#include "host/cli.hpp"
 #include "host/launch.hpp"
-#include "host/mpi_process_group.hpp"
 #include "host/params.hpp"
 #include "host/process_group.hpp"
-#include "host/tcp_process_group.hpp"
+#include "host/train_command.hpp"
 
 namespace mnistdp::bench {
 namespace {
@@ -273,23 +273,11 @@ double bus_factor(int world) {
   return 2.0 * (world - 1) / world;
 }
 
+// The group mnist-dp itself would join under this launcher (host/train_command.hpp).
 std::unique_ptr<ProcessGroup> join(const LaunchInfo& launch, const Options& o) {
-  if (launch.launcher == Launcher::Mpi) {
-    if (!have_mpi())
-      throw UsageError("started by mpirun, but this build has no MPI (configure with MPI to time it)");
-    std::unique_ptr<ProcessGroup> group = make_mpi_process_group();
-    if (group->rank() != launch.rank || group->size() != launch.world_size)
-      throw UsageError(fmt::format("MPI says this is rank {} of {}, but the environment said rank {} of {}",
-                                   group->rank(), group->size(), launch.rank, launch.world_size));
-    return group;
-  }
-  TcpRendezvous r;
-  r.master_addr = launch.master_addr;
-  r.master_port = launch.master_port;
-  r.rank = launch.rank;
-  r.world_size = launch.world_size;
-  r.timeout = std::chrono::milliseconds(static_cast<long>(o.timeout_seconds * 1000.0));
-  return make_tcp_process_group(r);
+  TrainOptions train;
+  train.timeout_seconds = o.timeout_seconds;
+  return join_process_group(launch, train);
 }
 
 int run(ProcessGroup& group, const LaunchInfo& launch, const Options& o) {
