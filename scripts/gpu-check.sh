@@ -65,7 +65,7 @@ else
 fi
 
 # --- 2. Dependencies: Debian packages carried in .devdeps, NCCL wherever it is. ---
-cmake_args=(-DCMAKE_CUDA_ARCHITECTURES=90)
+cmake_args=(-DCMAKE_CUDA_ARCHITECTURES=90 "-DMNISTDP_TEST_DATA=$DATA")
 deps=$root/.devdeps/usr
 if [ -d "$deps" ]; then
   cmake_args+=("-DCMAKE_PREFIX_PATH=$deps")

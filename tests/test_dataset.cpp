@@ -1,6 +1,8 @@
 // Finding a data set (flat folder, torchvision layouts, .gz or raw), loading its four files, naming it, and
 // fingerprinting it.
 #include <catch2/catch.hpp>
+#include <cstdio>
+#include <cstdlib>
 
 #include <array>
 #include <cstdint>
@@ -277,9 +279,11 @@ TEST_CASE("fingerprint: FNV-1a 64 over the count then the labels then the pixels
 TEST_CASE("the installed Fashion-MNIST package loads", "[dataset][system]") {
   std::error_code ec;
   if (!fs::is_directory(kSystemFashion, ec)) {
-    WARN("skipped: " << kSystemFashion.string()
-                     << " is not installed (apt-get install dataset-fashion-mnist to run this test)");
-    return;
+    // Skipped (exit 77, see tests/CMakeLists.txt), not passed: nothing was checked.
+    std::printf("skipped: %s is not installed (apt-get install dataset-fashion-mnist to run this test)\n",
+                kSystemFashion.string().c_str());
+    std::fflush(stdout);
+    std::exit(77);
   }
   const fs::path dir = mnistdp::find_data_dir(kSystemFashion);
   CHECK(dir == kSystemFashion);

@@ -95,9 +95,10 @@ TEST_CASE("the loss line is the reference program's, with Python's float repr", 
 }
 
 TEST_CASE("5 epochs on Fashion-MNIST reach the reference program's accuracy", "[training][fashion]") {
-  const std::filesystem::path dir = "/usr/share/datasets/fashion-mnist";
+  const std::filesystem::path dir = MNISTDP_TEST_DATA;
   // scripts/setup.sh installs the data set; a missing one is a broken set-up, not a reason to pass.
-  INFO(dir << " is missing: run scripts/setup.sh (apt-get install dataset-fashion-mnist)");
+  INFO(dir << " is missing: run scripts/setup.sh (apt-get install dataset-fashion-mnist), or configure with "
+              "-DMNISTDP_TEST_DATA=DIR");
   REQUIRE(std::filesystem::exists(dir));
   const DataSplits data = load_data_dir(find_data_dir(dir));
   TrainConfig config;  // the reference program's settings: batch 64, lr 0.01, 5 epochs
