@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <algorithm>
@@ -656,6 +657,28 @@ void write_atomically(const std::filesystem::path& path, std::span<const std::ui
   }
 }
 
+// A save cut short by SIGKILL or a power cut leaves its temporary file, PATH.tmp-PID, behind: never read,
+// never in the way (the next save uses its own pid, or truncates), but clutter. After a save, remove those
+// whose process no longer exists. Best effort: whatever cannot be read or removed stays, and a file whose pid
+// has been reused by another process stays too.
+void remove_abandoned_temporaries(const std::filesystem::path& path) {
+  const std::string prefix = path.filename().string() + ".tmp-";
+  const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+  std::error_code ec;
+  std::vector<std::filesystem::path> abandoned;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string file = it->path().filename().string();
+    if (file.size() <= prefix.size() || file.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string digits = file.substr(prefix.size());
+    if (digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    const auto pid = static_cast<pid_t>(std::stol(digits));
+    if (pid <= 0 || pid == ::getpid()) continue;
+    if (::kill(pid, 0) == -1 && errno == ESRCH) abandoned.push_back(it->path());
+  }
+  for (const std::filesystem::path& file : abandoned)
+    std::filesystem::remove(file, ec);
+}
+
 }  // namespace
 
 std::vector<std::uint8_t> serialize_checkpoint(const Checkpoint& checkpoint) {
@@ -665,6 +688,7 @@ std::vector<std::uint8_t> serialize_checkpoint(const Checkpoint& checkpoint) {
 void save_checkpoint(const std::filesystem::path& path, const Checkpoint& checkpoint) {
   const std::vector<std::uint8_t> bytes = serialize(checkpoint, path.string());
   write_atomically(path, bytes);
+  remove_abandoned_temporaries(path);
 }
 
 Checkpoint load_checkpoint(const std::filesystem::path& path) {

@@ -530,6 +530,29 @@ TEST_CASE("checkpoint saves replace the previous file whole, or leave it alone",
   }
 }
 
+TEST_CASE("a save removes the temporary files of saves whose process is gone, and only those",
+          "[checkpoint]") {
+  test::TempDir dir;
+  const auto path = dir / "model.safetensors";
+  // A pid that surely names no process: a child's, once it has been reaped.
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) ::_exit(0);
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  auto touch = [&](const std::string& name) { std::ofstream(dir / name) << "partial"; };
+  const std::string dead = "model.safetensors.tmp-" + std::to_string(child);
+  const std::string alive = "model.safetensors.tmp-" + std::to_string(::getppid());  // the test's parent
+  touch(dead);
+  touch(alive);
+  touch("model.safetensors.tmp-notapid");
+  touch("other.safetensors.tmp-" + std::to_string(child));  // another checkpoint's: not this save's business
+  save_checkpoint(path, sample(false));
+  CHECK(names_in(dir.path()) == std::vector<std::string>{"model.safetensors", alive,
+                                                         "model.safetensors.tmp-notapid",
+                                                         "other.safetensors.tmp-" + std::to_string(child)});
+}
+
 TEST_CASE("checkpoint: a writer killed at random moments always leaves a loadable file",
           "[checkpoint][kill]") {
   test::TempDir dir;
