@@ -23,7 +23,7 @@ using Clock = std::chrono::steady_clock;
 class NcclRankCommunicator final : public Communicator {
  public:
   NcclRankCommunicator(CudaReplica& replica, ProcessGroup& group, std::chrono::milliseconds timeout)
-      : replica_(replica), rank_(group.rank()), size_(group.size()), timeout_(timeout) {
+      : replica_(replica), group_(group), rank_(group.rank()), size_(group.size()), timeout_(timeout) {
     int version = 0;
     NCCL_CHECK(ncclGetVersion(&version));
     version_ = fmt::format("{}.{}.{}", version / 10000, version / 100 % 100, version % 100);
@@ -95,7 +95,7 @@ class NcclRankCommunicator final : public Communicator {
   void await_completion() override {
     require_usable();
     const auto deadline = Clock::now() + timeout_;
-    for (;;) {
+    for (long polls = 0;;) {
       const cudaError_t done = cudaStreamQuery(replica_.stream());
       if (done == cudaSuccess) return;
       if (done != cudaErrorNotReady) CUDA_CHECK(done);
@@ -107,6 +107,7 @@ class NcclRankCommunicator final : public Communicator {
       if (Clock::now() >= deadline)
         fail(fmt::format("the all-reduce did not finish within {} s: another rank is hung or gone",
                          static_cast<double>(timeout_.count()) / 1000.0));
+      watch_peers(polls++);
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
   }
@@ -119,7 +120,7 @@ class NcclRankCommunicator final : public Communicator {
   // Polls until the communicator has no operation in progress; an error or the timeout aborts it.
   void wait_until_idle(const char* what) {
     const auto deadline = Clock::now() + timeout_;
-    for (;;) {
+    for (long polls = 0;;) {
       ncclResult_t state = ncclSuccess;
       const ncclResult_t queried = ncclCommGetAsyncError(comm_, &state);
       if (queried != ncclSuccess) state = queried;
@@ -129,7 +130,22 @@ class NcclRankCommunicator final : public Communicator {
       if (Clock::now() >= deadline)
         fail(fmt::format("{} did not complete within {} s", what,
                          static_cast<double>(timeout_.count()) / 1000.0));
+      watch_peers(polls++);
       std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+
+  // NCCL does not always see a peer process die (one on the same node, for one); the process group does, and
+  // a failing rank's message arrives there. Looked at every 200 polls (about every 10 ms): a system call per
+  // peer is too much for every 50 us.
+  void watch_peers(long polls) {
+    if (polls % 200 != 199) return;
+    try {
+      group_.check_for_failure();
+    } catch (...) {
+      static_cast<void>(ncclCommAbort(comm_));
+      comm_ = nullptr;
+      throw;
     }
   }
 
@@ -141,6 +157,7 @@ class NcclRankCommunicator final : public Communicator {
   }
 
   CudaReplica& replica_;
+  ProcessGroup& group_;  // outlives this communicator
   int rank_;
   int size_;
   std::chrono::milliseconds timeout_;

@@ -57,7 +57,11 @@ std::optional<Placement> rank_gpu_placement(const TrainOptions& o, const LaunchI
         fmt::format("--devices {} lists {} GPUs, but this process is local rank {}: list one GPU "
                     "for every process on the node",
                     o.devices, listed.size(), launch.local_rank));
-  const int device = listed.empty() ? launch.local_rank : listed[static_cast<std::size_t>(launch.local_rank)];
+  // A launcher that gives each process its own GPU (Slurm's --gpus-per-task, a per-process
+  // CUDA_VISIBLE_DEVICES) leaves each seeing one device, whatever its local rank.
+  const int device = !listed.empty() ? listed[static_cast<std::size_t>(launch.local_rank)]
+                     : count == 1    ? 0
+                                     : launch.local_rank;
   if (device >= count)
     throw UsageError(
         fmt::format("local rank {} would take CUDA device {}, but this node has {} (0 to {}): start "

@@ -45,6 +45,11 @@ class ProcessGroup {
   // bytes: [n], the same n on every rank. Rank 0's bytes are copied to every other rank's.
   virtual void broadcast(std::span<std::byte> bytes) = 0;
 
+  // Throws RemoteRankError when another rank has already reported a failure, or vanished; returns at once
+  // otherwise. Never waits and never takes a collective's data: for waits outside the group (NCCL's) that
+  // should end when a peer does. A group that cannot tell (MPI, where a failure ends the job) does nothing.
+  virtual void check_for_failure() {}
+
   // Tells the other ranks that the run has failed, on rank `origin` (this one, or the one whose
   // RemoteRankError is being passed on), with this message. Best effort; never throws. The group cannot be
   // used afterwards (with MPI, it ends the job).

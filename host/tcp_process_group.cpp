@@ -271,6 +271,38 @@ class TcpProcessGroup final : public ProcessGroup {
     }
   }
 
+  // Looks, without waiting, at what has arrived: an Error frame or a closed connection is a failure to report
+  // now; a Data frame (a rank already at the next collective) is left where it is.
+  void check_for_failure() override {
+    for (std::size_t i = 0; i < peers_.size(); ++i) {
+      const int r = static_cast<int>(i);
+      if (!peers_[i].open() || broken_[i] || (rank_ == 0 && r == 0)) continue;
+      pollfd p{peers_[i].fd(), POLLIN, 0};
+      if (::poll(&p, 1, 0) <= 0) continue;
+      FrameHeader header{};
+      const ssize_t got = ::recv(peers_[i].fd(), &header, sizeof header, MSG_PEEK | MSG_DONTWAIT);
+      if (got == 0) lost(r, "the connection was closed");
+      if (got < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) continue;
+        lost(r, errno_text(errno));
+      }
+      if (static_cast<std::size_t>(got) < sizeof header || header.magic != kMagic ||
+          header.type != FrameType::Error)
+        continue;
+      Frame frame;
+      try {
+        frame = receive_frame(peers_[i], Deadline(std::chrono::milliseconds(2000)), kMaxErrorBytes);
+      } catch (const ConnectionLost& e) {
+        broken_[i] = true;
+        lost(r, e.why);
+      } catch (const TimedOut&) {
+        broken_[i] = true;
+        lost(r, "its message stopped half-way");
+      }
+      remote_failure(frame, r);
+    }
+  }
+
   void abort(int origin, const std::string& message) noexcept override {
     // A short grace for the message to leave; a peer that is gone or stuck must not hold this rank up.
     const Deadline deadline(std::chrono::milliseconds(2000));
@@ -278,7 +310,7 @@ class TcpProcessGroup final : public ProcessGroup {
     const auto payload = text.first(std::min(text.size(), kMaxErrorBytes));
     std::vector<Socket*> told;
     for (std::size_t r = 0; r < peers_.size(); ++r) {
-      if (static_cast<int>(r) == origin || !peers_[r].open()) continue;
+      if (static_cast<int>(r) == origin || !peers_[r].open() || broken_[r]) continue;
       try {
         send_frame(peers_[r], FrameType::Error, origin, payload, deadline);
         told.push_back(&peers_[r]);
@@ -307,6 +339,17 @@ class TcpProcessGroup final : public ProcessGroup {
   void send_to(int r, FrameType type, std::span<const std::byte> payload, const Deadline& deadline) {
     try {
       send_frame(peer(r), type, rank_, payload, deadline);
+    } catch (...) {
+      // Part of a frame may have left: nothing more may be written on this connection (abort's message would
+      // land inside the unfinished frame and be read as data).
+      broken_[static_cast<std::size_t>(r)] = true;
+      rethrow_send_failure(r);
+    }
+  }
+
+  [[noreturn]] void rethrow_send_failure(int r) {
+    try {
+      throw;
     } catch (const ConnectionLost& e) {
       // A peer that failed sends its reason and then closes; the reason may be waiting to be read.
       try {
@@ -362,8 +405,10 @@ class TcpProcessGroup final : public ProcessGroup {
           "not running the same collectives",
           r, header.bytes, into.size()));
     } catch (const ConnectionLost& e) {
+      broken_[static_cast<std::size_t>(r)] = true;
       lost(r, e.why);
     } catch (const TimedOut&) {
+      broken_[static_cast<std::size_t>(r)] = true;
       throw std::runtime_error(on_timeout);
     }
   }
@@ -413,8 +458,11 @@ class TcpProcessGroup final : public ProcessGroup {
     }
     for (int r = 1; r < size_; ++r)
       combine(r, parts_[static_cast<std::size_t>(r)]);
+    // The answers get a deadline of their own: a rank that arrived late must not leave the others too little
+    // time to take them.
+    const Deadline answer_deadline(timeout_);
     for (int r = 1; r < size_; ++r)
-      send_to(r, FrameType::Data, mine, deadline);
+      send_to(r, FrameType::Data, mine, answer_deadline);
   }
 
   double seconds() const { return static_cast<double>(timeout_.count()) / 1000.0; }
@@ -428,6 +476,7 @@ class TcpProcessGroup final : public ProcessGroup {
   // Rank 0: listens, takes one hello from every other rank, checks it, and welcomes them all at once.
   void accept_all() {
     peers_.resize(static_cast<std::size_t>(size_));
+    broken_.assign(peers_.size(), false);
     Socket listener = listen_on_port();
     const Deadline deadline(timeout_);
     std::vector<Socket> unknown;  // connected, hello not read yet
@@ -449,8 +498,7 @@ class TcpProcessGroup final : public ProcessGroup {
             still.push_back(std::move(s));
             continue;
           }
-          take_hello(std::move(s), deadline);
-          ++joined;
+          if (take_hello(std::move(s))) ++joined;
         }
         unknown = std::move(still);
         if (fds[0].revents != 0) {
@@ -473,24 +521,22 @@ class TcpProcessGroup final : public ProcessGroup {
     }
   }
 
-  // Reads and checks a hello; the socket then belongs to that rank. A hello that does not fit is answered
-  // with the reason, and the rendezvous fails on rank 0 too (abort tells the ranks already in).
-  void take_hello(Socket s, const Deadline& deadline) {
+  // Reads and checks a hello; the socket then belongs to that rank (true). A connection that is not an
+  // mnist-dp rank (a health check, a port scan, a stray client) is dropped and the rendezvous goes on
+  // (false). A hello that does not fit is answered with the reason, and the rendezvous fails on rank 0 too
+  // (abort tells the ranks already in).
+  bool take_hello(Socket s) {
     Frame frame;
     try {
-      frame = receive_frame(s, deadline, sizeof(Hello));
-    } catch (const ConnectionLost& e) {
-      throw std::runtime_error(
-          fmt::format("TCP rendezvous on port {}: a connection closed before saying which rank it was: {}",
-                      port_, e.why));
+      // Short: a rank sends its hello as soon as it connects.
+      frame = receive_frame(s, Deadline(std::chrono::milliseconds(5000)), sizeof(Hello));
+    } catch (const ConnectionLost&) {
+      return false;
     } catch (const TimedOut&) {
-      throw std::runtime_error(
-          fmt::format("TCP rendezvous on port {}: a connection said nothing within {} s", port_, seconds()));
+      return false;
     }
     Hello hello{};
-    if (frame.type != FrameType::Hello || frame.payload.size() != sizeof hello)
-      throw std::runtime_error(
-          fmt::format("TCP rendezvous on port {}: a connection that is not an mnist-dp rank", port_));
+    if (frame.type != FrameType::Hello || frame.payload.size() != sizeof hello) return false;
     std::memcpy(&hello, frame.payload.data(), sizeof hello);
     std::string refusal;
     if (hello.world_size != size_)
@@ -513,6 +559,7 @@ class TcpProcessGroup final : public ProcessGroup {
       throw std::runtime_error(refusal);
     }
     peers_[static_cast<std::size_t>(hello.rank)] = std::move(s);
+    return true;
   }
 
   std::string missing_ranks_message() const {
@@ -580,6 +627,7 @@ class TcpProcessGroup final : public ProcessGroup {
   // the welcome that comes when every rank has joined.
   void connect_to_root() {
     peers_.resize(1);
+    broken_.assign(1, false);
     const Deadline deadline(timeout_);
     const Deadline welcome_deadline(wait_budget());
     std::string why = "no attempt made";
@@ -617,9 +665,9 @@ class TcpProcessGroup final : public ProcessGroup {
     addrinfo* found = nullptr;
     const std::string port = std::to_string(port_);
     if (const int rc = ::getaddrinfo(addr_.c_str(), port.c_str(), &hints, &found); rc != 0) {
+      // Retried like a refused connection: a name may resolve only once rank 0's host is up (a pod's DNS
+      // record, for one).
       why = fmt::format("MASTER_ADDR {}: {}", addr_, ::gai_strerror(rc));
-      // A name that does not resolve will not start resolving; fail at once.
-      if (rc == EAI_NONAME) throw std::runtime_error(fmt::format("TCP rendezvous: {}", why));
       return false;
     }
     for (addrinfo* a = found; a; a = a->ai_next) {
@@ -656,6 +704,7 @@ class TcpProcessGroup final : public ProcessGroup {
   std::chrono::milliseconds timeout_;
   // On rank 0: peers_[r] is the connection to rank r (peers_[0] unused). Elsewhere: peers_[0], to rank 0.
   std::vector<Socket> peers_;
+  std::vector<bool> broken_;  // [peers_.size()]: a frame was cut short on that connection; write nothing more
   std::vector<std::vector<std::byte>> parts_;  // on rank 0: [ranks][bytes], what each rank sent last
 };
 

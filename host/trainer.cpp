@@ -61,6 +61,9 @@ void Trainer::step(int first, int rows) {
 
 void Trainer::check_replicas_agree(long step) const {
   if (world_replicas_ < 2) return;
+  // Reading the parameters waits for the device; an all-reduce across processes must be watched while it
+  // finishes (a lost peer would otherwise hold that wait forever).
+  communicator_->await_completion();
   std::vector<float> reference(ParamLayout::kCount);
   replicas_[0]->store_parameters(reference);
   // Across processes: every rank compares its replicas with rank 0's replica 0, and all learn whether any

@@ -275,14 +275,79 @@ TEST_CASE("TCP rendezvous: a port in use", "[tcp]") {
             "another MASTER_PORT");
 }
 
-TEST_CASE("TCP rendezvous: a MASTER_ADDR that does not resolve fails at once", "[tcp]") {
+TEST_CASE("TCP rendezvous: a MASTER_ADDR that does not resolve is retried, then named", "[tcp]") {
+  // Retried, as a name may resolve only once rank 0's host is up; named when the time is up.
   const auto start = std::chrono::steady_clock::now();
   std::string error;
   try {
-    make_tcp_process_group({"no-such-host.invalid", 29500, 1, 2, 3s});
+    make_tcp_process_group({"no-such-host.invalid", 29500, 1, 2, 1500ms});
   } catch (const std::exception& e) {
     error = e.what();
   }
-  CHECK(contains(error, "TCP rendezvous: MASTER_ADDR no-such-host.invalid:"));
+  CHECK(contains(error,
+                 "could not reach rank 0 at no-such-host.invalid:29500 within 1.5 s (MASTER_ADDR "
+                 "no-such-host.invalid:"));
   CHECK(std::chrono::steady_clock::now() - start < 20s);
+}
+
+TEST_CASE("TCP rendezvous: a stray connection (a health check, a port scan) is dropped", "[tcp]") {
+  const int port = free_port();
+  std::thread stray([port] {
+    // Connects before the ranks do (retrying until rank 0 listens), sends what is not a hello, and leaves.
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in addr{};
+      addr.sin_family = AF_INET;
+      addr.sin_port = htons(static_cast<std::uint16_t>(port));
+      addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+        const char junk[] = "GET / HTTP/1.0\r\n\r\n";
+        static_cast<void>(::send(fd, junk, sizeof junk - 1, MSG_NOSIGNAL));
+        ::close(fd);
+        return;
+      }
+      ::close(fd);
+      std::this_thread::sleep_for(10ms);
+    }
+  });
+  std::this_thread::sleep_for(50ms);
+  const auto outcomes =
+      run_ranks(2, all_ranks(2), port, 10s, [](ProcessGroup& g) { CHECK_FALSE(g.any(false)); });
+  stray.join();
+  for (const Outcome& o : outcomes)
+    CHECK(o.error.empty());
+}
+
+TEST_CASE("TCP check_for_failure: another rank's failure, at once, without taking a collective's data",
+          "[tcp]") {
+  SECTION("a failing rank is heard by ranks that are not in a collective") {
+    const auto start = std::chrono::steady_clock::now();
+    const auto outcomes = run_ranks(3, all_ranks(3), free_port(), 20s, [](ProcessGroup& g) {
+      g.any(false);
+      if (g.rank() == 2) throw std::runtime_error("out of device memory");
+      // Ranks 0 and 1 wait for something outside the group (as for NCCL), looking at the group meanwhile.
+      for (int i = 0; i < 2000; ++i) {
+        g.check_for_failure();
+        std::this_thread::sleep_for(5ms);
+      }
+    });
+    CHECK(outcomes[2].error == "out of device memory");
+    CHECK(outcomes[0].error == "rank 2 failed: out of device memory");
+    CHECK(outcomes[1].error == "rank 2 failed: out of device memory");
+    CHECK(std::chrono::steady_clock::now() - start < 8s);
+  }
+  SECTION("a rank already in the next collective is left to it") {
+    std::vector<bool> answers(2);
+    const auto outcomes = run_ranks(2, all_ranks(2), free_port(), 20s, [&answers](ProcessGroup& g) {
+      if (g.rank() == 0) {
+        std::this_thread::sleep_for(200ms);  // rank 1's vote has arrived by now
+        g.check_for_failure();
+        g.check_for_failure();
+      }
+      answers[static_cast<std::size_t>(g.rank())] = g.any(g.rank() == 1);
+    });
+    CHECK(outcomes[0].error.empty());
+    CHECK(outcomes[1].error.empty());
+    CHECK(answers == std::vector<bool>{true, true});
+  }
 }
