@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 #include <unistd.h>
 #include <csignal>
+#include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -148,6 +150,29 @@ StartState start_state(const TrainOptions& o, TrainConfig& t, const DataSplits& 
   return state;
 }
 
+// A multi-process run's start comes from rank 0, which alone reads --resume or --init-from (so the file need
+// only be on rank 0's node, where rank 0 also saves): the step, the seed, the parameters and the momentum are
+// broadcast to the other ranks.
+StartState share_start_state(ProcessGroup& group, StartState state, TrainConfig& t) {
+  struct Header {
+    std::int64_t step;
+    std::uint64_t seed;
+    std::int32_t has_momentum;
+    std::int32_t unused;
+  } header{state.step, t.seed, state.momentum ? 1 : 0, 0};
+  group.broadcast(std::as_writable_bytes(std::span(&header, 1)));
+  if (group.rank() != 0) {
+    state.step = header.step;
+    t.seed = header.seed;
+    state.params.assign(ParamLayout::kCount, 0.0f);
+    state.momentum.reset();
+    if (header.has_momentum != 0) state.momentum.emplace(ParamLayout::kCount, 0.0f);
+  }
+  group.broadcast(std::as_writable_bytes(std::span(state.params)));
+  if (state.momentum) group.broadcast(std::as_writable_bytes(std::span(*state.momentum)));
+  return state;
+}
+
 // Saves a checkpoint after every epoch (and after a stopped one), and turns SIGINT/SIGTERM into a stop
 // request. writes: false on the ranks other than 0, which stop with the others but save nothing.
 class CheckpointListener final : public TrainListener {
@@ -264,7 +289,8 @@ int run_train(const TrainOptions& o, const LaunchInfo& launch, ProcessGroup* gro
   }
   const Placement placement = choose_placement(o, launch);
   const DataSplits data = load_data(o, root);
-  const StartState start = start_state(o, t, data, root);
+  StartState start = root ? start_state(o, t, data, root) : StartState{};
+  if (group) start = share_start_state(*group, std::move(start), t);
   t.start_step = start.step;
   if (group)
     require_same_on_all_ranks(*group, "the run's settings",

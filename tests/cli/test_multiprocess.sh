@@ -96,6 +96,22 @@ else
   echo "note: no PyTorch for /usr/bin/python3 (scripts/setup.sh --peers installs it): torchrun itself was not run"
 fi
 
+# 1c. Resuming: rank 0 alone reads the checkpoint (rank 1 is given a path that does not exist) and hands the
+#     parameters, momentum, step and seed to the others; the result is the uninterrupted run's, to the bit.
+"$bin" "${common[@]}" --momentum 0.9 --max-steps 60 --replicas 2 --save "$work/straight2.st" >/dev/null 2>&1
+launch first 2 "${common[@]}" --momentum 0.9 --max-steps 30 --save "$work/resumed.st"
+port=$(free_port)
+for r in 0 1; do
+  ck=$work/resumed.st
+  [ $r = 1 ] && ck=$work/not-on-this-node/resumed.st
+  RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 300 \
+    "$bin" "${common[@]}" --momentum 0.9 --max-steps 60 --resume "$ck" --save "$work/resumed.st" \
+    >"$work/resume.$r.out" 2>"$work/resume.$r.err" &
+done
+wait
+check "resumed on 2 ranks, the checkpoint read by rank 0 only: the uninterrupted run's parameters, to the bit" \
+  cmp -s "$work/resumed.st" "$work/straight2.st" || tail -n 3 "$work"/resume.*.err
+
 # 2. A rank that fails (here: data it cannot read) ends every rank with its message, at once.
 # The bad path is given to rank 2 only.
 start=$(date +%s)
