@@ -1,7 +1,8 @@
 #pragma once
 // What the GPU benchmarks share: finding a usable GPU (or saying clearly why there is none), timing a
-// sequence of launches with CUDA events on a stream or inside a CUDA graph, summarising repeated timings, and
-// describing the machine for the JSON output. The method, in the manner of nccl-tests and llm.c:
+// sequence of launches with CUDA events on a stream or inside a CUDA graph, and describing the GPU for the
+// JSON output; the summary of repeated timings, the date and the load come from bench_stats.hpp, included
+// here. The method, in the manner of nccl-tests and llm.c:
 //   warm-up launches; a calibration that picks how many launches one timing covers (so that a timing lasts
 //   about target_ms); `repeats` timings, each one event pair around that many back-to-back launches; the
 //   median per launch, with the 10th and 90th percentiles and the extremes as the spread.
@@ -11,6 +12,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
+
+#include "bench/bench_stats.hpp"
 
 namespace mnistdp::bench {
 
@@ -26,21 +29,6 @@ int usable_devices(std::string& why_none);
 // Prints "<program>: no usable GPU (<why>)", that nothing was measured, and `hint` (may be empty) to stderr;
 // returns kExitNoGpu.
 int report_no_gpu(const char* program, const std::string& why_none, const std::string& hint);
-
-// Microseconds per launch over the repeats.
-struct Stats {
-  double median = 0.0;
-  double p10 = 0.0;
-  double p90 = 0.0;
-  double min = 0.0;
-  double max = 0.0;
-  int repeats = 0;
-  long launches = 0;  // launches in each timing
-};
-
-// Sorts `us` (one value per repeat, microseconds per launch) and summarises it.
-Stats summarize(std::vector<double> us, long launches);
-nlohmann::json to_json(const Stats& s);
 
 struct TimingConfig {
   int repeats = 25;
@@ -66,12 +54,5 @@ Stats time_graph(const LaunchFn& launch, cudaStream_t stream, const TimingConfig
 nlohmann::json device_json(int device);
 // The L2 size of `device`, in bytes.
 std::size_t l2_bytes(int device);
-
-// "2026-11-30T01:23:45Z"
-std::string utc_now();
-// The host's load average over the last minute (from /proc/loadavg; -1 when unreadable).
-double load_average();
-// Writes `j` to `path`, indented; throws std::runtime_error naming the file on failure.
-void write_json(const std::string& path, const nlohmann::json& j);
 
 }  // namespace mnistdp::bench

@@ -32,10 +32,8 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstddef>
 #include <cstdio>
-#include <ctime>
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -46,6 +44,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench_stats.hpp"
 #include "host/cli.hpp"
 #include "host/launch.hpp"
 #include "host/params.hpp"
@@ -79,57 +78,6 @@ struct Options {
   std::string launcher = "auto";
   double timeout_seconds = 60.0;
 };
-
-// Microseconds per operation over the timings. (bench/bench_common.hpp has the same summary, but that library
-// is built only with CUDA, and this program must build and run on machines without it.)
-struct Stats {
-  double median = 0.0;
-  double p10 = 0.0;
-  double p90 = 0.0;
-  double min = 0.0;
-  double max = 0.0;
-  int repeats = 0;
-};
-
-Stats summarize(std::vector<double> us) {
-  Stats s;
-  s.repeats = static_cast<int>(us.size());
-  if (us.empty()) return s;
-  std::sort(us.begin(), us.end());
-  // The nearest-rank percentile: an actual measurement, not an interpolation between two.
-  auto rank = [&](double q) {
-    const auto i = static_cast<std::size_t>(std::ceil(q * static_cast<double>(us.size())));
-    return us[std::min(i == 0 ? 0 : i - 1, us.size() - 1)];
-  };
-  const std::size_t n = us.size();
-  s.median = n % 2 ? us[n / 2] : 0.5 * (us[n / 2 - 1] + us[n / 2]);
-  s.p10 = rank(0.10);
-  s.p90 = rank(0.90);
-  s.min = us.front();
-  s.max = us.back();
-  return s;
-}
-
-nlohmann::json to_json(const Stats& s) {
-  return {{"median_us", s.median}, {"p10_us", s.p10}, {"p90_us", s.p90},
-          {"min_us", s.min},       {"max_us", s.max}, {"repeats", s.repeats}};
-}
-
-std::string utc_now() {
-  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return text;
-}
-
-double load_average() {
-  std::ifstream in("/proc/loadavg");
-  double one = -1.0;
-  if (!(in >> one)) return -1.0;
-  return one;
-}
 
 // The "model name" line of /proc/cpuinfo (lscpu's "Model name"); empty when there is none.
 std::string cpu_model() {
@@ -258,11 +206,11 @@ Result time_operation(ProcessGroup& group, const Operation& op, const Options& o
       row[t] = static_cast<double>(table[rank * repeats + t]);
       slowest[t] = std::max(slowest[t], row[t]);
     }
-    const Stats s = summarize(row);
+    const Stats s = summarize(row, 1);
     r.rank_medians.push_back(s.median);
     if (rank == 0) r.rank0 = s;
   }
-  r.slowest = summarize(std::move(slowest));
+  r.slowest = summarize(std::move(slowest), 1);
   return r;
 }
 
@@ -358,8 +306,8 @@ int run(ProcessGroup& group, const LaunchInfo& launch, const Options& o) {
     for (const Result& r : results) {
       nlohmann::json j{{"operation", r.name},
                        {"bytes", r.bytes},
-                       {"slowest_rank", to_json(r.slowest)},
-                       {"rank0", to_json(r.rank0)},
+                       {"slowest_rank", to_json(r.slowest, false)},
+                       {"rank0", to_json(r.rank0, false)},
                        {"median_us_per_rank", r.rank_medians}};
       if (r.name == "all_reduce_sum") {
         j["floats"] = kGradFloats;
@@ -385,10 +333,7 @@ int run(ProcessGroup& group, const LaunchInfo& launch, const Options& o) {
         {"options", {{"warmup", o.warmup}, {"repeats", o.repeats}, {"broadcast_bytes", o.broadcast_bytes}}},
         {"checks", "ok"},
         {"operations", ops}};
-    std::ofstream file(o.json_path, std::ios::out | std::ios::trunc);
-    if (!file) throw std::runtime_error(fmt::format("{}: cannot open for writing", o.json_path));
-    file << out.dump(2) << '\n';
-    if (!file.flush()) throw std::runtime_error(fmt::format("{}: write failed (disk full?)", o.json_path));
+    write_json(o.json_path, out);
     fmt::print("wrote {}\n", o.json_path);
   }
   return 0;
