@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "kernels/cuda_check.hpp"
+#include "kernels/cuda_graph.hpp"
 #include "kernels/cuda_memory.hpp"
 
 namespace mnistdp::bench {
@@ -58,41 +59,6 @@ long calibrate(const LaunchFn& launch, cudaStream_t stream, const TimingConfig& 
   return std::clamp(static_cast<long>(want), 1L, cfg.max_launches);
 }
 
-class Graph {
- public:
-  Graph() = default;
-  ~Graph() {
-    if (exec_) static_cast<void>(cudaGraphExecDestroy(exec_));
-    if (graph_) static_cast<void>(cudaGraphDestroy(graph_));
-  }
-  Graph(const Graph&) = delete;
-  Graph& operator=(const Graph&) = delete;
-
-  // Captures launch(first) ... launch(first + count - 1) on `stream`. A failure inside the capture ends the
-  // capture before the error travels on, so that the stream is usable again.
-  void capture(const LaunchFn& launch, long first, long count, cudaStream_t stream) {
-    CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    try {
-      for (long i = 0; i < count; ++i)
-        launch(first + i);
-    } catch (...) {
-      cudaGraph_t broken = nullptr;
-      if (cudaStreamEndCapture(stream, &broken) == cudaSuccess && broken)
-        static_cast<void>(cudaGraphDestroy(broken));
-      static_cast<void>(cudaGetLastError());
-      throw;
-    }
-    CUDA_CHECK(cudaStreamEndCapture(stream, &graph_));
-    CUDA_CHECK(cudaGraphInstantiate(&exec_, graph_, 0));
-    CUDA_CHECK(cudaGraphUpload(exec_, stream));
-  }
-  void launch(cudaStream_t stream) const { CUDA_CHECK(cudaGraphLaunch(exec_, stream)); }
-
- private:
-  cudaGraph_t graph_ = nullptr;
-  cudaGraphExec_t exec_ = nullptr;
-};
-
 }  // namespace
 
 Stats time_stream(const LaunchFn& launch, cudaStream_t stream, const TimingConfig& cfg) {
@@ -115,8 +81,12 @@ Stats time_stream(const LaunchFn& launch, cudaStream_t stream, const TimingConfi
 Stats time_graph(const LaunchFn& launch, cudaStream_t stream, const TimingConfig& cfg) {
   long next = 0;
   const long n = calibrate(launch, stream, cfg, next);
-  Graph graph;
-  graph.capture(launch, 0, n, stream);
+  const CudaGraph captured = capture_graph(stream, [&] {
+    for (long i = 0; i < n; ++i)
+      launch(i);
+  });
+  const CudaGraphExec graph(captured);
+  graph.upload(stream);
   for (int i = 0; i < 2; ++i)
     graph.launch(stream);  // warm-up: the first launch of a graph pays for its setup
   CUDA_CHECK(cudaStreamSynchronize(stream));
