@@ -89,26 +89,35 @@ std::vector<CudaDeviceInfo> list_cuda_devices(std::string& why_none) {
   int current = 0;
   if (failed(cudaGetDevice(&current), "cudaGetDevice")) return {};
   for (int i = 0; i < count; ++i) {
-    cudaDeviceProp prop{};
-    if (failed(cudaGetDeviceProperties(&prop, i), "cudaGetDeviceProperties")) break;
     CudaDeviceInfo info;
-    info.index = i;
-    info.name = prop.name;
-    info.total_memory = prop.totalGlobalMem;
-    info.sm_count = prop.multiProcessorCount;
-    info.cc_major = prop.major;
-    info.cc_minor = prop.minor;
-    std::size_t free_bytes = 0;
-    std::size_t total_bytes = 0;
-    if (failed(cudaSetDevice(i), "cudaSetDevice") ||
-        failed(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo")) {
-      break;
-    }
-    info.free_memory = free_bytes;
+    const char* call = "";
+    if (failed(query_cuda_device(i, info, &call), call)) break;
     devices.push_back(std::move(info));
   }
   static_cast<void>(cudaSetDevice(current));
   return devices;
+}
+
+cudaError_t query_cuda_device(int index, CudaDeviceInfo& info, const char** failed_call) {
+  auto fail = [&](cudaError_t status, const char* call) {
+    if (failed_call) *failed_call = call;
+    return status;
+  };
+  if (const cudaError_t status = cudaSetDevice(index); status != cudaSuccess)
+    return fail(status, "cudaSetDevice");
+  cudaDeviceProp prop{};
+  if (const cudaError_t status = cudaGetDeviceProperties(&prop, index); status != cudaSuccess)
+    return fail(status, "cudaGetDeviceProperties");
+  info.index = index;
+  info.name = prop.name;
+  info.total_memory = prop.totalGlobalMem;
+  info.sm_count = prop.multiProcessorCount;
+  info.cc_major = prop.major;
+  info.cc_minor = prop.minor;
+  std::size_t total_bytes = 0;
+  if (const cudaError_t status = cudaMemGetInfo(&info.free_memory, &total_bytes); status != cudaSuccess)
+    return fail(status, "cudaMemGetInfo");
+  return cudaSuccess;
 }
 
 GemmImpl parse_gemm_impl(const std::string& name) {

@@ -69,6 +69,12 @@ struct CudaDeviceInfo {
 // memory.
 std::vector<CudaDeviceInfo> list_cuda_devices(std::string& why_none);
 
+// Makes device `index` current and fills `info` from its properties and free memory (which creates its
+// context). Returns the first failing status without throwing, and leaves the runtime's last error as the
+// failing call left it; when `failed_call` is given, it then names that call ("cudaSetDevice",
+// "cudaGetDeviceProperties" or "cudaMemGetInfo"). `info` may be partly filled after a failure.
+cudaError_t query_cuda_device(int index, CudaDeviceInfo& info, const char** failed_call = nullptr);
+
 // "naive", "tiled", "blocked" or "cublas"; anything else throws std::invalid_argument listing the choices.
 GemmImpl parse_gemm_impl(const std::string& name);
 

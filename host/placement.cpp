@@ -72,18 +72,9 @@ std::optional<Placement> rank_gpu_placement(const TrainOptions& o, const LaunchI
         fmt::format("--replicas {}: a multi-process GPU run has one replica per process (one "
                     "process per GPU)",
                     o.replicas));
-  CUDA_CHECK(cudaSetDevice(device));  // the first call that opens a context: on this process's GPU only
-  cudaDeviceProp prop{};
-  CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
   CudaDeviceInfo info;
-  info.index = device;
-  info.name = prop.name;
-  info.total_memory = prop.totalGlobalMem;
-  info.sm_count = prop.multiProcessorCount;
-  info.cc_major = prop.major;
-  info.cc_minor = prop.minor;
-  std::size_t total = 0;
-  CUDA_CHECK(cudaMemGetInfo(&info.free_memory, &total));
+  // Makes the device current: the first call that opens a context, on this process's GPU only.
+  CUDA_CHECK(query_cuda_device(device, info));
   Placement p;
   p.gpu = true;
   p.replicas = 1;
