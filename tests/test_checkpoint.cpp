@@ -562,7 +562,11 @@ TEST_CASE("checkpoint: a writer killed at random moments always leaves a loadabl
   std::uniform_int_distribution<int> delay_us(0, 20'000);
   int killed_while_running = 0;
   int interrupted = 0;  // kills that landed in the middle of a save
-  for (int round = 0; round < 30; ++round) {
+  // At least 30 kills, and on until 3 of them have landed in the middle of a save: how often one does depends
+  // on how much of a save is the file's writing, which varies with the machine and the build (under the
+  // sanitizers the serialisation before it is slow). A cap keeps a broken writer from looping for ever.
+  int round = 0;
+  for (; round < 30 || (interrupted < 3 && round < 400); ++round) {
     // The child says when its first save is done, so that no kill lands before it has started saving (on a
     // loaded machine a fork can take longer than the whole random delay).
     int ready[2];
@@ -603,9 +607,9 @@ TEST_CASE("checkpoint: a writer killed at random moments always leaves a loadabl
     const Checkpoint r = load_checkpoint(path);
     REQUIRE(same(r.params, pattern(1)));
   }
-  REQUIRE(killed_while_running == 30);
-  INFO(interrupted << " of 30 kills interrupted a save");
-  REQUIRE(interrupted > 0);
+  REQUIRE(killed_while_running == round);
+  INFO(interrupted << " of " << round << " kills interrupted a save");
+  REQUIRE(interrupted >= 3);
 }
 
 // ---- fuzz ----
