@@ -113,7 +113,7 @@ struct StartState {
   long step = 0;
 };
 
-StartState start_state(const TrainOptions& o, TrainConfig& t, const DataSplits& data, bool report) {
+StartState start_state(const TrainOptions& o, TrainConfig& t, const DataSplits& data) {
   StartState state;
   if (o.resume) {
     Checkpoint c = load_checkpoint(*o.resume);
@@ -135,14 +135,13 @@ StartState start_state(const TrainOptions& o, TrainConfig& t, const DataSplits& 
     state.step = c.step;
     state.params = std::move(c.params);
     state.momentum = std::move(c.momentum);
-    if (report)
-      fmt::print("resuming: {} after {} steps ({} epochs complete), seed {}\n", o.resume->string(), c.step,
-                 c.epoch, c.seed);
+    fmt::print("resuming: {} after {} steps ({} epochs complete), seed {}\n", o.resume->string(), c.step,
+               c.epoch, c.seed);
     return state;
   }
   if (o.init_from) {
     state.params = load_checkpoint(*o.init_from).params;
-    if (report) fmt::print("initial parameters: {}\n", o.init_from->string());
+    fmt::print("initial parameters: {}\n", o.init_from->string());
     return state;
   }
   state.params.resize(ParamLayout::kCount);
@@ -151,8 +150,9 @@ StartState start_state(const TrainOptions& o, TrainConfig& t, const DataSplits& 
 }
 
 // A multi-process run's start comes from rank 0, which alone reads --resume or --init-from (so the file need
-// only be on rank 0's node, where rank 0 also saves): the step, the seed, the parameters and the momentum are
-// broadcast to the other ranks.
+// only be on rank 0's node, where rank 0 also saves): the step, the seed and the momentum are broadcast to
+// the other ranks here; the parameters reach them through the trainer, which broadcasts rank 0's at its
+// start.
 StartState share_start_state(ProcessGroup& group, StartState state, TrainConfig& t) {
   struct Header {
     std::int64_t step;
@@ -164,11 +164,9 @@ StartState share_start_state(ProcessGroup& group, StartState state, TrainConfig&
   if (group.rank() != 0) {
     state.step = header.step;
     t.seed = header.seed;
-    state.params.assign(ParamLayout::kCount, 0.0f);
     state.momentum.reset();
     if (header.has_momentum != 0) state.momentum.emplace(ParamLayout::kCount, 0.0f);
   }
-  group.broadcast(std::as_writable_bytes(std::span(state.params)));
   if (state.momentum) group.broadcast(std::as_writable_bytes(std::span(*state.momentum)));
   return state;
 }
@@ -257,6 +255,14 @@ class Listeners final : public TrainListener {
 
 }  // namespace
 
+namespace {
+
+std::chrono::milliseconds rank_timeout(const TrainOptions& o) {
+  return std::chrono::milliseconds(static_cast<long>(o.timeout_seconds * 1000.0));
+}
+
+}  // namespace
+
 std::unique_ptr<ProcessGroup> join_process_group(const LaunchInfo& launch, const TrainOptions& o) {
   if (!launch.multi_process()) return nullptr;
   if (launch.launcher == Launcher::Mpi) {
@@ -271,7 +277,7 @@ std::unique_ptr<ProcessGroup> join_process_group(const LaunchInfo& launch, const
   r.master_port = launch.master_port;
   r.rank = launch.rank;
   r.world_size = launch.world_size;
-  r.timeout = std::chrono::milliseconds(static_cast<long>(o.timeout_seconds * 1000.0));
+  r.timeout = rank_timeout(o);
   return make_tcp_process_group(r);
 }
 
@@ -289,15 +295,14 @@ int run_train(const TrainOptions& o, const LaunchInfo& launch, ProcessGroup* gro
   }
   const Placement placement = choose_placement(o, launch);
   const DataSplits data = load_data(o, root);
-  StartState start = root ? start_state(o, t, data, root) : StartState{};
+  StartState start = root ? start_state(o, t, data) : StartState{};
   if (group) start = share_start_state(*group, std::move(start), t);
   t.start_step = start.step;
   if (group)
     require_same_on_all_ranks(*group, "the run's settings",
                               run_identity(t, data, placement.replicas, placement.gpu));
   std::vector<std::unique_ptr<Replica>> replicas = make_replicas(o, data, placement);
-  const auto timeout = std::chrono::milliseconds(static_cast<long>(o.timeout_seconds * 1000.0));
-  std::unique_ptr<Communicator> communicator = make_communicator(placement, replicas, group, timeout);
+  std::unique_ptr<Communicator> communicator = make_communicator(placement, replicas, group, rank_timeout(o));
   if (root) print_placement(placement, replicas, *communicator, t.batch_size, data.train.count, world_size);
   if (o.explain && root) {
     std::vector<std::string> names;
@@ -308,7 +313,9 @@ int run_train(const TrainOptions& o, const LaunchInfo& launch, ProcessGroup* gro
     explain_first_step(stdout, t, data.train.count, names, communicator->description());
   }
 
-  replicas[0]->load_parameters(start.params);  // the trainer broadcasts them to the other replicas
+  // The trainer broadcasts replica 0's parameters to the other replicas, and rank 0's to the other ranks
+  // (which hold none of their own here).
+  if (root) replicas[0]->load_parameters(start.params);
   if (start.momentum)
     for (auto& r : replicas)
       r->load_momentum(*start.momentum);

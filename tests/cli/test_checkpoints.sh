@@ -8,16 +8,8 @@ bin=$1
 data=$2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-passed=0 failed=0
-check() {  # check DESCRIPTION COMMAND...
-  local what=$1
-  shift
-  if "$@"; then
-    passed=$((passed + 1)); echo "ok: $what"
-  else
-    failed=$((failed + 1)); echo "FAILED: $what"
-  fi
-}
+# shellcheck source=tests/cli/checks.sh
+. "$(dirname "$0")/checks.sh"
 train() { "$bin" train --data "$data" --device cpu --no-progress --log-interval 100000 "$@"; }
 
 # 1. Resumed after an epoch: the same file as the run that never stopped.
@@ -62,5 +54,4 @@ head -c 100 "$work/whole.st" >"$work/cut.st"
 "$bin" eval --checkpoint "$work/cut.st" --data "$data" >/dev/null 2>"$work/cut.err"
 check "a truncated checkpoint is refused with its name" grep -q "$work/cut.st" "$work/cut.err"
 
-echo "$passed passed, $failed failed"
-test "$failed" -eq 0
+finish_checks

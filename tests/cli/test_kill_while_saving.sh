@@ -18,16 +18,8 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-passed=0 failed=0
-check() {  # check DESCRIPTION COMMAND...
-  local what=$1
-  shift
-  if "$@"; then
-    passed=$((passed + 1)); echo "ok: $what"
-  else
-    failed=$((failed + 1)); echo "FAILED: $what"
-  fi
-}
+# shellcheck source=tests/cli/checks.sh
+. "$(dirname "$0")/checks.sh"
 
 # ---- a small data set: the first images of DATA_DIR, with the count in the IDX header changed ----
 be32() { printf "\\x$(printf %02x $(($1 >> 24 & 255)))\\x$(printf %02x $(($1 >> 16 & 255)))"
@@ -123,5 +115,4 @@ check "no temporary file remains, of its own or of the $left killed saves" \
   test "$(ls "$ck".tmp-* 2>/dev/null | wc -l)" -eq 0
 
 echo "$kills kills, $mid_save of them in the middle of a save"
-echo "$passed passed, $failed failed"
-test "$failed" -eq 0
+finish_checks

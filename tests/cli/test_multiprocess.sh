@@ -12,17 +12,8 @@ data=$3
 mpirun=${4:-}
 work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
-passed=0 failed=0
-check() {  # check DESCRIPTION COMMAND...
-  local what=$1
-  shift
-  if "$@"; then
-    passed=$((passed + 1)); echo "ok: $what"
-  else
-    failed=$((failed + 1)); echo "FAILED: $what"
-    return 1
-  fi
-}
+# shellcheck source=tests/cli/checks.sh
+. "$(dirname "$0")/checks.sh"
 contains() { grep -qF -- "$2" "$1"; }
 is_empty() { [ ! -s "$1" ]; }
 
@@ -233,5 +224,4 @@ else
   echo "note: no mpirun given (a build without MPI): the mpirun cases were not run"
 fi
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish_checks
