@@ -11,7 +11,8 @@
 #        /usr/bin/python3 (python3-torch), all with --threads threads (OpenBLAS and PyTorch alike).
 #   cuda (default when nvidia-smi works): mnist-dp --device cuda once per --gemm (naive,tiled,blocked,cublas), and
 #        PyTorch eager with the data on the device (tensor), compile and graphs, with `python3`. --graphs adds a
-#        run per --gemm with mnist-dp's --cuda-graphs (each step replayed as a CUDA graph), named ...-graphs.
+#        run per --gemm with mnist-dp's --cuda-graphs (each step replayed as a CUDA graph), named ...-graphs, and
+#        one with --cuda-graphs --fused-head as well (the classifier head as one kernel), named ...-fused-graphs.
 # --mnistdp-args adds arguments to every mnist-dp run (e.g. "--devices 0" to train on one GPU of several, as the
 # peers do). --coretype sets OPENBLAS_CORETYPE for every program (they share Debian's OpenBLAS); without it the
 # machine's setting stands, and the table names the kernels OpenBLAS picked. The headline time is the median epoch
@@ -134,7 +135,10 @@ for ((round = 1; round <= rounds; round++)); do
   else
     for g in "${gemm_list[@]}"; do
       run_mnistdp "mnistdp-cuda-$g" --device cuda --gemm "$g"
-      if [ "$graphs" = 1 ]; then run_mnistdp "mnistdp-cuda-$g-graphs" --device cuda --gemm "$g" --cuda-graphs; fi
+      if [ "$graphs" = 1 ]; then
+        run_mnistdp "mnistdp-cuda-$g-graphs" --device cuda --gemm "$g" --cuda-graphs
+        run_mnistdp "mnistdp-cuda-$g-fused-graphs" --device cuda --gemm "$g" --cuda-graphs --fused-head
+      fi
     done
   fi
   for p in "${peer_list[@]}"; do run_peer "$p"; done

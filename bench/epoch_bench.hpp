@@ -1,6 +1,7 @@
 #pragma once
-// mnist-dp-bench --epoch: whole training epochs of one replica on one GPU, launched the plain way and
-// replayed as CUDA graphs (CudaReplica's cuda_graphs), side by side. What an epoch is timed as is what the
+// mnist-dp-bench --epoch: whole training epochs of one replica on one GPU, side by side in four variants:
+// launched the plain way, replayed as CUDA graphs (CudaStepOptions::cuda_graphs), with the fused classifier
+// head (CudaStepOptions::fused_head), and with both. What an epoch is timed as is what the
 // trainer reports for it: from the host's shuffle of the epoch's order to the end of its last step on the
 // device, with the order's upload, every step's gather, and the all-reduce (NCCL, world size 1) inside; the
 // host never waits for the device within an epoch (no loss lines, no evaluation).
@@ -11,14 +12,14 @@ namespace mnistdp::bench {
 struct EpochBenchOptions {
   int device = 0;
   int repeats = 10;  // timed epochs per variant and round, after one warm-up epoch
-  int rounds = 3;    // plain, graphs, plain, graphs, ...: drift on the machine hits both alike
+  int rounds = 3;    // every variant once per round, in turn: drift on the machine hits them alike
   int train_rows = 60000;
   std::string gemm = "blocked";
   std::string json_path;  // empty: no JSON
 };
 
-// Prints the table (and writes the JSON); returns the exit status: 0, 1 when the two variants do not end with
-// the same parameters, kExitNoGpu without a usable GPU.
+// Prints the table (and writes the JSON); returns the exit status: 0, 1 when the variants do not all end with
+// the same parameters (cuBLAS aside), kExitNoGpu without a usable GPU.
 int run_epoch_bench(const EpochBenchOptions& options);
 
 }  // namespace mnistdp::bench

@@ -40,6 +40,7 @@
 #include "bench/epoch_bench.hpp"
 #include "host/params.hpp"
 #include "kernels/accuracy_cuda.hpp"
+#include "kernels/classifier_head_cuda.hpp"
 #include "kernels/cuda_check.hpp"
 #include "kernels/cuda_memory.hpp"
 #include "kernels/gather.hpp"
@@ -849,12 +850,18 @@ class Runner {
 
   // A whole training step of one replica with `batch` rows (of a global batch of 64), built from the
   // project's launchers as CudaReplica does: gather, fc1 and fc2 forward, softmax cross-entropy, fc2 and fc1
-  // backward, SGD. No all-reduce (allreduce_bench times that).
+  // backward, SGD; with the fused head (impl name "+head"), fc1 forward, the head, fc1's weight gradient. No
+  // all-reduce (allreduce_bench times that).
   void step_cases(int batch) {
     const std::string group = fmt::format("step-b{}", batch);
     const cudaStream_t s = stream_->get();
-    for (const GemmImpl impl : {GemmImpl::naive, GemmImpl::tiled, GemmImpl::blocked, GemmImpl::cublas}) {
-      const std::string name(gemm_impl_name(impl));
+    const std::pair<GemmImpl, bool> variants[] = {{GemmImpl::naive, false},
+                                                  {GemmImpl::tiled, false},
+                                                  {GemmImpl::blocked, false},
+                                                  {GemmImpl::cublas, false},
+                                                  {GemmImpl::blocked, true}};
+    for (const auto& [impl, fused_head] : variants) {
+      const std::string name = std::string(gemm_impl_name(impl)) + (fused_head ? "+head" : "");
       const std::string id = group + "/step/" + name;
       if (!selected(id)) continue;
       auto data = training_set();
@@ -881,7 +888,7 @@ class Runner {
       const cuda::GemmContext ctx{impl, s, cublas_->get()};
       const int steps = kTrainImages / batch;
       SgdConfig sgd;  // lr 0.01, no momentum: the reference program
-      auto launch = [data, buf, batch, steps, ctx, sgd, s](long i) {
+      auto launch = [data, buf, batch, steps, ctx, sgd, s, fused_head = fused_head](long i) {
         const auto w = ParamViews<float>::of(buf->params.data());
         const auto g = ParamViews<float>::of(buf->grads.data());
         cuda::gather_normalize(data->images.data(), data->labels.data(),
@@ -889,6 +896,29 @@ class Runner {
                                batch, kIn, s);
         cuda::linear_forward(buf->x.data(), w.fc1_weight, w.fc1_bias, buf->h.data(), {batch, kIn, kHid}, true,
                              ctx);
+        if (fused_head) {
+          cuda::ClassifierHeadArgs head;
+          head.h = buf->h.data();
+          head.w = w.fc2_weight;
+          head.b = w.fc2_bias;
+          head.labels = buf->y.data();
+          head.logits = buf->logits.data();
+          head.dlogits = buf->dlogits.data();
+          head.loss_sum = buf->grads.data() + ParamLayout::kLossSlot;
+          head.dw = g.fc2_weight;
+          head.db = g.fc2_bias;
+          head.dh = buf->dh.data();
+          head.dh_sums = g.fc1_bias;
+          head.batch = batch;
+          head.hidden = kHid;
+          head.classes = kOut;
+          head.grad_scale = 1.0f / kGlobalBatch;
+          cuda::classifier_head(head, s);
+          cuda::linear_backward(buf->dh.data(), buf->x.data(), w.fc1_weight, g.fc1_weight, nullptr, nullptr,
+                                {batch, kIn, kHid}, false, ctx);
+          cuda::sgd_step(buf->params.data(), buf->grads.data(), nullptr, ParamLayout::kCount, sgd, false, s);
+          return;
+        }
         cuda::linear_forward(buf->h.data(), w.fc2_weight, w.fc2_bias, buf->logits.data(), {batch, kHid, kOut},
                              false, ctx);
         cuda::softmax_xent(buf->logits.data(), buf->y.data(), buf->dlogits.data(),
@@ -901,6 +931,7 @@ class Runner {
       };
       Bench b{group, "step", name, fmt::format("{} rows of {}", batch, kGlobalBatch)};
       b.work = step_work(batch, impl);
+      if (fused_head) b.work.launches -= 5;  // the head's one launch for six
       b.validate = [data, buf, batch, sgd, launch, s] {
         return check_step(*data, *buf, batch, sgd, launch, s);
       };

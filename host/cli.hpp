@@ -22,6 +22,7 @@ struct TrainOptions {
   std::string device = "auto";   // auto, cpu, cuda
   std::string gemm = "blocked";  // the CUDA matrix product: naive, tiled, blocked, cublas
   bool cuda_graphs = false;      // replay each CUDA training step as a CUDA graph
+  bool fused_head = false;       // fc2, the loss and their gradients in one CUDA kernel
   std::optional<std::filesystem::path> metrics;  // JSON lines, one record per logged step and per epoch
   ProgressMode progress = ProgressMode::Auto;
   bool explain = false;

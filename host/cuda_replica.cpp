@@ -8,6 +8,7 @@
 
 #include "host/params.hpp"
 #include "kernels/accuracy_cuda.hpp"
+#include "kernels/classifier_head_cuda.hpp"
 #include "kernels/cuda_check.hpp"
 #include "kernels/gather_cuda.hpp"
 #include "kernels/sgd_cuda.hpp"
@@ -128,8 +129,11 @@ GemmImpl parse_gemm_impl(const std::string& name) {
       fmt::format("unknown GEMM implementation '{}': choose naive, tiled, blocked or cublas", name));
 }
 
-CudaReplica::CudaReplica(const DataSplits& data, int device, GemmImpl gemm, bool cuda_graphs)
-    : device_(select_device(device)), gemm_(gemm), graphs_on_(cuda_graphs) {
+CudaReplica::CudaReplica(const DataSplits& data, int device, const CudaStepOptions& options)
+    : device_(select_device(device)),
+      gemm_(options.gemm),
+      fused_head_(options.fused_head),
+      graphs_on_(options.cuda_graphs) {
   check_split(data.train, "training");
   check_split(data.test, "test");
   cudaDeviceProp prop{};
@@ -204,9 +208,10 @@ std::size_t CudaReplica::device_bytes() const {
 }
 
 std::string CudaReplica::description() const {
-  return fmt::format("cuda:{} {} (sm_{}{}, {} SMs), gemm {}{}, {:.1f} MiB of device memory", device_,
+  return fmt::format("cuda:{} {} (sm_{}{}, {} SMs), gemm {}{}{}, {:.1f} MiB of device memory", device_,
                      device_name_, cc_major_, cc_minor_, sm_count_, gemm_impl_name(gemm_),
-                     graphs_on_ ? ", CUDA graphs" : "", static_cast<double>(device_bytes()) / kMiB);
+                     fused_head_ ? ", fused head" : "", graphs_on_ ? ", CUDA graphs" : "",
+                     static_cast<double>(device_bytes()) / kMiB);
 }
 
 cuda::GemmContext CudaReplica::gemm_context() const {
@@ -350,17 +355,47 @@ void CudaReplica::enqueue_gradients(int first, int count, int global_batch, bool
     cuda::gather_normalize(train_images_.data(), train_labels_.data(), order_.data() + first, x_.data(),
                            y_.data(), count, L::kInput, s);
   }
-  mark(Mark::forward);
-  forward(count);
-  mark(Mark::loss);
-  // Scaled by 1 / global batch, not 1 / count: the replicas' gradients then sum to the global batch's.
-  cuda::softmax_xent(logits_.data(), y_.data(), dlogits_.data(), grads_.data() + L::kLossSlot, count,
-                     L::kClasses, 1.0f / static_cast<float>(global_batch), s);
-  mark(Mark::backward);
-  cuda::linear_backward(dlogits_.data(), h_.data(), w.fc2_weight, g.fc2_weight, g.fc2_bias, dh_.data(),
-                        {count, L::kHidden, L::kClasses}, true, ctx);
-  cuda::linear_backward(dh_.data(), x_.data(), w.fc1_weight, g.fc1_weight, g.fc1_bias, nullptr,
-                        {count, L::kInput, L::kHidden}, false, ctx);
+  if (fused_head_ && cuda::classifier_head_fits(count, L::kClasses)) {
+    // fc1's forward; then one kernel from fc2's forward to fc1's bias gradient (the trace's "loss" span);
+    // then fc1's weight gradient.
+    mark(Mark::forward);
+    cuda::linear_forward(x_.data(), w.fc1_weight, w.fc1_bias, h_.data(), {count, L::kInput, L::kHidden}, true,
+                         ctx);
+    mark(Mark::loss);
+    cuda::ClassifierHeadArgs head;
+    head.h = h_.data();
+    head.w = w.fc2_weight;
+    head.b = w.fc2_bias;
+    head.labels = y_.data();
+    head.logits = logits_.data();
+    head.dlogits = dlogits_.data();
+    head.loss_sum = grads_.data() + L::kLossSlot;
+    head.dw = g.fc2_weight;
+    head.db = g.fc2_bias;
+    head.dh = dh_.data();
+    head.dh_sums = g.fc1_bias;
+    head.batch = count;
+    head.hidden = L::kHidden;
+    head.classes = L::kClasses;
+    head.grad_scale = 1.0f / static_cast<float>(global_batch);
+    cuda::classifier_head(head, s);
+    ++fused_head_steps_;
+    mark(Mark::backward);
+    cuda::linear_backward(dh_.data(), x_.data(), w.fc1_weight, g.fc1_weight, nullptr, nullptr,
+                          {count, L::kInput, L::kHidden}, false, ctx);
+  } else {
+    mark(Mark::forward);
+    forward(count);
+    mark(Mark::loss);
+    // Scaled by 1 / global batch, not 1 / count: the replicas' gradients then sum to the global batch's.
+    cuda::softmax_xent(logits_.data(), y_.data(), dlogits_.data(), grads_.data() + L::kLossSlot, count,
+                       L::kClasses, 1.0f / static_cast<float>(global_batch), s);
+    mark(Mark::backward);
+    cuda::linear_backward(dlogits_.data(), h_.data(), w.fc2_weight, g.fc2_weight, g.fc2_bias, dh_.data(),
+                          {count, L::kHidden, L::kClasses}, true, ctx);
+    cuda::linear_backward(dh_.data(), x_.data(), w.fc1_weight, g.fc1_weight, g.fc1_bias, nullptr,
+                          {count, L::kInput, L::kHidden}, false, ctx);
+  }
   // Inside a graph: the next replay's rows start one global batch further on.
   if (from_cursor) cuda::advance_cursor(cursor_.data(), global_batch, s);
   mark(Mark::backward_end);
@@ -561,9 +596,9 @@ EvalResult CudaReplica::evaluate() {
   return result;
 }
 
-std::unique_ptr<Replica> make_cuda_replica(const DataSplits& data, int device, GemmImpl gemm,
-                                           bool cuda_graphs) {
-  return std::make_unique<CudaReplica>(data, device, gemm, cuda_graphs);
+std::unique_ptr<Replica> make_cuda_replica(const DataSplits& data, int device,
+                                           const CudaStepOptions& options) {
+  return std::make_unique<CudaReplica>(data, device, options);
 }
 
 }  // namespace mnistdp

@@ -78,6 +78,17 @@ cudaError_t query_cuda_device(int index, CudaDeviceInfo& info, const char** fail
 // "naive", "tiled", "blocked" or "cublas"; anything else throws std::invalid_argument listing the choices.
 GemmImpl parse_gemm_impl(const std::string& name);
 
+// How a CudaReplica runs a training step.
+struct CudaStepOptions {
+  GemmImpl gemm = GemmImpl::blocked;
+  // Replay each step as a CUDA graph (see CudaReplica).
+  bool cuda_graphs = false;
+  // fc2's forward and backward, the loss and fc1's bias gradient in one kernel (classifier_head_cuda.hpp),
+  // for shards small enough for it (cuda::classifier_head_fits); the plain launches otherwise. The same bits
+  // as the plain path with every GEMM but cuBLAS.
+  bool fused_head = false;
+};
+
 class CudaReplica final : public Replica {
  public:
   // Rows per evaluation launch sequence: the test set goes through in chunks of this many rows.
@@ -90,8 +101,8 @@ class CudaReplica final : public Replica {
   static constexpr std::size_t kMaxGraphs = 8;
 
   // Uploads data.train and data.test to device `device` (throws CudaError, or std::invalid_argument for a bad
-  // device index or malformed data). cuda_graphs: replay each step as a CUDA graph (see above).
-  CudaReplica(const DataSplits& data, int device, GemmImpl gemm, bool cuda_graphs = false);
+  // device index or malformed data).
+  CudaReplica(const DataSplits& data, int device, const CudaStepOptions& options);
   ~CudaReplica() override;
 
   std::string description() const override;
@@ -139,6 +150,8 @@ class CudaReplica final : public Replica {
     long plain = 0;
   };
   GraphCounts graph_counts() const { return graph_counts_; }
+  // Steps whose gradients were enqueued with the fused classifier head (launched, or captured into a graph).
+  long fused_head_steps() const { return fused_head_steps_; }
 
  private:
   // Makes this replica's device current on the calling thread (the trainer may drive replicas from threads).
@@ -182,6 +195,7 @@ class CudaReplica final : public Replica {
 
   int device_;
   GemmImpl gemm_;
+  bool fused_head_ = false;
   std::string device_name_;
   int cc_major_ = 0;
   int cc_minor_ = 0;
@@ -222,6 +236,7 @@ class CudaReplica final : public Replica {
   bool all_reduce_owed_ = false;  // gradients launched, the adopted all-reduce not yet
   AllReduceFn all_reduce_;
   GraphCounts graph_counts_;
+  long fused_head_steps_ = 0;
 
   DeviceBuffer<float> eval_loss_;   // [chunks]: each chunk's loss sum
   DeviceBuffer<int> eval_correct_;  // [chunks]
@@ -236,7 +251,7 @@ class CudaReplica final : public Replica {
   double trace_anchor_us_ = 0.0;
 };
 
-std::unique_ptr<Replica> make_cuda_replica(const DataSplits& data, int device, GemmImpl gemm,
-                                           bool cuda_graphs = false);
+std::unique_ptr<Replica> make_cuda_replica(const DataSplits& data, int device,
+                                           const CudaStepOptions& options);
 
 }  // namespace mnistdp

@@ -147,9 +147,12 @@ std::vector<std::unique_ptr<Replica>> make_replicas(const TrainOptions& o, const
   std::vector<std::unique_ptr<Replica>> replicas;
 #ifdef MNISTDP_WITH_CUDA
   if (placement.gpu) {
-    const GemmImpl gemm = parse_gemm_impl(o.gemm);
+    CudaStepOptions step;
+    step.gemm = parse_gemm_impl(o.gemm);
+    step.cuda_graphs = o.cuda_graphs;
+    step.fused_head = o.fused_head;
     for (int device : placement.replica_devices)
-      replicas.push_back(make_cuda_replica(data, device, gemm, o.cuda_graphs));
+      replicas.push_back(make_cuda_replica(data, device, step));
     return replicas;
   }
 #endif

@@ -77,7 +77,7 @@ void linear_backward(const float* dy, const float* x, const float* w, float* dw,
   weights.ldc = s.in;
   gemm(weights, ctx.impl, ctx.stream, ctx.cublas);
 
-  column_sums(dy, db, s.batch, s.out, ctx.stream);
+  if (db) column_sums(dy, db, s.batch, s.out, ctx.stream);
 
   if (dx) {
     GemmProblem inputs;

@@ -22,7 +22,7 @@ void linear_forward(const float* x, const float* w, const float* b, float* y, Li
                     const GemmContext& ctx);
 
 // dy: [batch, out]  x: [batch, in]  w: [out, in]
-//   -> dw: [out, in] = dy^T x      db: [out] = column sums of dy
+//   -> dw: [out, in] = dy^T x      db: [out] = column sums of dy; nullptr skips it (computed elsewhere)
 //   -> dx: [batch, in] = dy w, times (x > 0) when relu_mask; nullptr skips it (fc1 needs none)
 // batch 0 gives dw = 0 and db = 0.
 void linear_backward(const float* dy, const float* x, const float* w, float* dw, float* db, float* dx,

@@ -1,34 +1,19 @@
 // Softmax cross-entropy, forward and backward fused: one warp per row (the rows are short: 10 classes), one
 // block for the batch. The loss sum needs no float atomics: each warp sums its rows in order and the block
-// sums the warps in order, so the result is the same on every run.
-#include <cmath>
+// sums the warps in order, so the result is the same on every run. The row's work is in softmax_xent_row.cuh,
+// shared with the fused classifier head (classifier_head.cu).
 #include <stdexcept>
 
 #include "kernels/cuda_check.hpp"
 #include "kernels/softmax_xent_cuda.hpp"
+#include "kernels/softmax_xent_row.cuh"
 
 namespace mnistdp::cuda {
 namespace {
 
-constexpr int kWarpSize = 32;
-constexpr int kThreads = 256;
-constexpr int kWarps = kThreads / kWarpSize;
-constexpr unsigned kFullMask = 0xffffffffu;
-
-// Butterfly reductions: every lane ends with the same value, combined in the same order on every run.
-__device__ __forceinline__ float warp_max(float v) {
-#pragma unroll
-  for (int offset = kWarpSize / 2; offset > 0; offset /= 2)
-    v = fmaxf(v, __shfl_xor_sync(kFullMask, v, offset));
-  return v;
-}
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int offset = kWarpSize / 2; offset > 0; offset /= 2)
-    v += __shfl_xor_sync(kFullMask, v, offset);
-  return v;
-}
+using detail::kLossWarps;
+using detail::kWarpSize;
+constexpr int kThreads = kLossWarps * kWarpSize;
 
 __global__ void __launch_bounds__(kThreads)
     softmax_xent_kernel(const float* __restrict__ logits,         // [batch, classes]
@@ -36,42 +21,19 @@ __global__ void __launch_bounds__(kThreads)
                         float* __restrict__ dlogits,              // [batch, classes] or nullptr
                         float* __restrict__ loss_sum,             // [1]
                         int batch, int classes, float grad_scale) {
-  __shared__ float warp_losses[kWarps];
+  __shared__ float warp_losses[kLossWarps];
   const int warp = threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
 
   float loss = 0.0f;  // this warp's rows, identical in every lane
-  for (int row = warp; row < batch; row += kWarps) {
-    const float* __restrict__ z = logits + static_cast<long>(row) * classes;
-    // The log-sum-exp shift: exp never overflows and the largest term is exactly 1.
-    float zmax = -INFINITY;
-    for (int c = lane; c < classes; c += kWarpSize)
-      zmax = fmaxf(zmax, z[c]);
-    zmax = warp_max(zmax);
-    float sum = 0.0f;
-    for (int c = lane; c < classes; c += kWarpSize)
-      sum += expf(z[c] - zmax);
-    sum = warp_sum(sum);
-    const int label = labels[row];
-    // -log softmax[label] = log(sum exp(z - zmax)) - (z[label] - zmax)
-    loss += logf(sum) - (z[label] - zmax);
-    if (dlogits) {
-      float* __restrict__ d = dlogits + static_cast<long>(row) * classes;
-      for (int c = lane; c < classes; c += kWarpSize) {
-        const float p = expf(z[c] - zmax) / sum;
-        d[c] = (p - (c == label ? 1.0f : 0.0f)) * grad_scale;
-      }
-    }
+  for (int row = warp; row < batch; row += kLossWarps) {
+    loss += detail::softmax_xent_row(logits + static_cast<long>(row) * classes, labels[row],
+                                     dlogits ? dlogits + static_cast<long>(row) * classes : nullptr, classes,
+                                     grad_scale, lane);
   }
   if (lane == 0) warp_losses[warp] = loss;
   __syncthreads();
-  if (threadIdx.x == 0) {
-    float total = 0.0f;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w)
-      total += warp_losses[w];
-    *loss_sum = total;
-  }
+  if (threadIdx.x == 0) *loss_sum = detail::sum_warp_losses(warp_losses);
 }
 
 }  // namespace

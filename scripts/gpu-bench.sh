@@ -70,7 +70,7 @@ stage "kernels (mnist-dp-bench --quick)" 170 "$OUT/kernels.txt" \
   "$BUILD_DIR/mnist-dp-bench" --quick --json "$OUT/kernels.json"
 stage "NCCL all-reduce (mnist-dp-allreduce-bench --quick)" 60 "$OUT/allreduce.txt" \
   "$BUILD_DIR/mnist-dp-allreduce-bench" --quick --max-bytes 67108864 --json "$OUT/allreduce.json"
-stage "epochs, plain and CUDA graphs (mnist-dp-bench --epoch)" 120 "$OUT/epoch.txt" \
+stage "epochs: plain, CUDA graphs, fused head, both (mnist-dp-bench --epoch)" 120 "$OUT/epoch.txt" \
   "$BUILD_DIR/mnist-dp-bench" --epoch --rounds 2 --json "$OUT/epoch.json"
 if [ -d "$DATA" ]; then
   stage "mnist-dp against PyTorch on the GPU (bench/compare.sh)" 240 "$OUT/compare.txt" \

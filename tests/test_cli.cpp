@@ -111,6 +111,12 @@ TEST_CASE("CUDA graphs are off by default and --cuda-graphs turns them on", "[cl
   CHECK(parse({"train", "--cuda-graphs"}).train.cuda_graphs);
 }
 
+TEST_CASE("the fused head is off by default and --fused-head turns it on", "[cli]") {
+  CHECK_FALSE(parse({"train"}).train.fused_head);
+  CHECK(parse({"train", "--fused-head"}).train.fused_head);
+  CHECK_FALSE(parse({"train", "--fused-head"}).train.cuda_graphs);
+}
+
 TEST_CASE("the launcher and the timeout of multi-process runs", "[cli]") {
   const CommandLine defaults = parse({"train"});
   CHECK(defaults.train.launcher == "auto");

@@ -190,7 +190,7 @@ TEST_CASE("one CUDA training step matches the CPU reference step", "[gpu][replic
   // the reference, measured on these very inputs); the seeds are chosen so that no pre-activation lies within
   // 5e-5 of zero, so that no ReLU mask can differ between the CPU and the GPU.
   REQUIRE(cpu.min_abs_preactivation(data.train, order.data() + 5, 64) > 5e-5f);
-  CudaReplica gpu(data, 0, impl);
+  CudaReplica gpu(data, 0, {impl});
   gpu.load_parameters(cpu.params);
   gpu.set_epoch_order(order);
 
@@ -217,7 +217,7 @@ TEST_CASE("shards scaled by the global batch sum to the batch's gradient on the 
   const DataSplits data = make_data(128, 16, 21);
   Rng rng(22);
   const auto order = shuffled(data.train.count, rng);
-  CudaReplica gpu(data, 0, GemmImpl::blocked);
+  CudaReplica gpu(data, 0, {GemmImpl::blocked});
   gpu.load_parameters(init_params(23));
   gpu.set_epoch_order(order);
 
@@ -263,7 +263,7 @@ TEST_CASE("100 CUDA steps follow the CPU reference's loss curve", "[gpu][replica
   constexpr int kBatch = 64;
 
   CpuModel cpu{init_params(32)};
-  CudaReplica gpu(data, 0, run.impl);
+  CudaReplica gpu(data, 0, {run.impl});
   gpu.load_parameters(cpu.params);
 
   Rng rng(33);
@@ -314,7 +314,7 @@ TEST_CASE("CUDA training is reproducible to the bit", "[gpu][replica]") {
     CAPTURE(gemm_impl_name(impl));
     std::vector<float> runs[2];
     for (auto& params : runs) {
-      CudaReplica gpu(data, 0, impl);
+      CudaReplica gpu(data, 0, {impl});
       gpu.load_parameters(init);
       gpu.set_epoch_order(order);
       for (int first = 0; first < data.train.count; first += 64) {
@@ -330,7 +330,7 @@ TEST_CASE("CUDA training is reproducible to the bit", "[gpu][replica]") {
 
 TEST_CASE("CudaReplica checks its arguments and describes itself", "[gpu][replica]") {
   const DataSplits data = make_data(100, 10, 51);
-  CudaReplica gpu(data, 0, GemmImpl::cublas);
+  CudaReplica gpu(data, 0, {GemmImpl::cublas});
   CHECK(gpu.description().find("cuda:0") == 0);
   CHECK(gpu.description().find("cublas") != std::string::npos);
   CHECK(gpu.device_bytes() > data.train.images.size());
@@ -344,7 +344,7 @@ TEST_CASE("CudaReplica checks its arguments and describes itself", "[gpu][replic
   CHECK_THROWS_AS(gpu.compute_gradients(0, 64, 32), std::invalid_argument);
   CHECK_THROWS_AS(gpu.load_parameters(std::vector<float>(10)), std::invalid_argument);
   CHECK_FALSE(gpu.has_momentum());
-  CHECK_THROWS_AS(make_cuda_replica(data, 1 << 20, GemmImpl::blocked), std::invalid_argument);
+  CHECK_THROWS_AS(make_cuda_replica(data, 1 << 20, {GemmImpl::blocked}), std::invalid_argument);
   // A larger shard than the activations were sized for grows them.
   gpu.compute_gradients(0, 100, 100);
   CHECK(std::isfinite(gpu.loss_sum()));

@@ -106,7 +106,7 @@ RunResult train(const DataSplits& data, const std::vector<int>& devices, Reduce 
   std::vector<std::unique_ptr<Replica>> replicas;
   std::vector<Replica*> raw;
   for (int device : devices) {
-    replicas.push_back(make_cuda_replica(data, device, GemmImpl::blocked));
+    replicas.push_back(make_cuda_replica(data, device, {GemmImpl::blocked}));
     raw.push_back(replicas.back().get());
   }
   // Replica 0 gets the initial parameters and the others different ones: the trainer must broadcast replica
@@ -294,8 +294,8 @@ TEST_CASE("NCCL over several GPUs trains to the parameters of one replica", "[gp
 
 TEST_CASE("the CUDA communicators check their replicas and describe themselves", "[gpu][data_parallel]") {
   const DataSplits data = testing::synthetic_splits(100, 10, 5);
-  auto a = make_cuda_replica(data, 0, GemmImpl::blocked);
-  auto b = make_cuda_replica(data, 0, GemmImpl::blocked);
+  auto a = make_cuda_replica(data, 0, {GemmImpl::blocked});
+  auto b = make_cuda_replica(data, 0, {GemmImpl::blocked});
   CpuReplica cpu(data, 0);
 
   const std::vector<Replica*> none;
@@ -327,7 +327,7 @@ TEST_CASE("the CUDA communicators check their replicas and describe themselves",
   CHECK(nccl->description().find("over 1 GPU") != std::string::npos);
 
   if (device_count() >= 2) {
-    auto c = make_cuda_replica(data, 1, GemmImpl::blocked);
+    auto c = make_cuda_replica(data, 1, {GemmImpl::blocked});
     const std::vector<Replica*> spread{a.get(), c.get()};
     CHECK_THROWS_WITH(make_same_device_communicator(spread),
                       Catch::Contains("cuda:1") && Catch::Contains("NCCL"));

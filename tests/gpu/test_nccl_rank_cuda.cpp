@@ -57,7 +57,7 @@ struct Run {
 // (null: none, the one-replica reference).
 Run train(const DataSplits& data, bool through_rank_communicator) {
   std::vector<std::unique_ptr<Replica>> replicas;
-  replicas.push_back(make_cuda_replica(data, 0, GemmImpl::blocked));
+  replicas.push_back(make_cuda_replica(data, 0, {GemmImpl::blocked}));
   std::vector<float> init(L::kCount);
   init_parameters(init, 7);
   replicas[0]->load_parameters(init);
@@ -101,8 +101,8 @@ TEST_CASE("the multi-process NCCL communicator, world of one: the one-replica ru
 
 TEST_CASE("the multi-process NCCL communicator refuses what it cannot serve", "[gpu][nccl]") {
   const DataSplits data = testing::synthetic_splits(100, 10, 5);
-  auto a = make_cuda_replica(data, 0, GemmImpl::blocked);
-  auto b = make_cuda_replica(data, 0, GemmImpl::blocked);
+  auto a = make_cuda_replica(data, 0, {GemmImpl::blocked});
+  auto b = make_cuda_replica(data, 0, {GemmImpl::blocked});
   SoloProcessGroup group;
   const auto communicator = make_nccl_rank_communicator(*a, group, std::chrono::seconds(60));
   const std::vector<Replica*> other{b.get()};

@@ -14,7 +14,7 @@ using namespace mnistdp;
 TEST_CASE("a CUDA replica's timeline marks every traced step in order", "[gpu][trace]") {
   const DataSplits data = testing::synthetic_splits(500, 10, 2);
   std::vector<std::unique_ptr<Replica>> replicas;
-  replicas.push_back(make_cuda_replica(data, 0, GemmImpl::blocked));
+  replicas.push_back(make_cuda_replica(data, 0, {GemmImpl::blocked}));
   std::vector<float> init(ParamLayout::kCount);
   init_parameters(init, 0);
   replicas[0]->load_parameters(init);

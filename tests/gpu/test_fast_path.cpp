@@ -1,4 +1,6 @@
-// Steps replayed as CUDA graphs (CudaReplica with cuda_graphs) against the plain path, launch by launch.
+// The fast path's options against the plain path, launch by launch: steps replayed as CUDA graphs
+// (CudaStepOptions::cuda_graphs) and the fused classifier head (CudaStepOptions::fused_head), alone and
+// together.
 //
 // The graph replays exactly the plain path's kernels, with the same grids and arguments; only the gather
 // reads its row offset from a device counter instead of from its arguments, and the offset is the same. Every
@@ -6,6 +8,8 @@
 // the buffer as it is, so the two paths must agree to the bit, not within a tolerance: any difference means
 // that a replay read the wrong rows, a stale buffer or the wrong settings. cuBLAS may pick another algorithm
 // while a stream is being captured, so for it the comparison is the normwise 1e-5 of the other GPU tests.
+// The fused head sums every element in the order of the hand-written GEMMs (classifier_head_cuda.hpp), so it
+// too must agree to the bit with them; with cuBLAS, whose fc2 products it replaces, within 1e-5.
 #include <catch2/catch.hpp>
 
 #include <cstdint>
@@ -55,6 +59,7 @@ struct Run {
   std::vector<float> losses;                 // [steps] when observed
   long steps = 0;
   std::vector<CudaReplica::GraphCounts> counts;  // [replicas]
+  std::vector<long> fused_head_steps;            // [replicas]
 };
 
 // `replicas` replicas on device 0 trained by the Trainer for kSteps steps, with or without step graphs. Every
@@ -62,11 +67,12 @@ struct Run {
 // it would carry the NaN into the parameters. observe: the loss of every step (the host then waits for the
 // device after every step); otherwise the host never waits until the run is over, and the replays run as
 // far ahead of the host as they can.
-Run train(const DataSplits& data, GemmImpl gemm, bool graphs, int replicas, Reduce reduce, bool observe) {
+Run train(const DataSplits& data, const CudaStepOptions& step, int replicas, Reduce reduce, bool observe) {
+  const bool graphs = step.cuda_graphs;
   std::vector<std::unique_ptr<Replica>> owned;
   std::vector<Replica*> raw;
   for (int r = 0; r < replicas; ++r) {
-    owned.push_back(make_cuda_replica(data, 0, gemm, graphs));
+    owned.push_back(make_cuda_replica(data, 0, step));
     raw.push_back(owned.back().get());
   }
   std::vector<float> init(L::kCount);
@@ -116,6 +122,7 @@ Run train(const DataSplits& data, GemmImpl gemm, bool graphs, int replicas, Redu
     run.momentum.emplace_back(L::kCount, std::numeric_limits<float>::quiet_NaN());
     cuda.store_momentum(run.momentum.back());
     run.counts.push_back(cuda.graph_counts());
+    run.fused_head_steps.push_back(cuda.fused_head_steps());
   }
   return run;
 }
@@ -155,8 +162,8 @@ TEST_CASE("whole-step CUDA graphs (NCCL, world size 1) give the plain path's par
   const bool observe = GENERATE(true, false);
   CAPTURE(gemm_impl_name(gemm), observe);
   const DataSplits data = testing::synthetic_splits(kTrainRows, 10, 31);
-  const Run plain = train(data, gemm, false, 1, Reduce::nccl, observe);
-  const Run graphs = train(data, gemm, true, 1, Reduce::nccl, observe);
+  const Run plain = train(data, {gemm, false}, 1, Reduce::nccl, observe);
+  const Run graphs = train(data, {gemm, true}, 1, Reduce::nccl, observe);
   check_same(graphs, plain, gemm);
 
   // The replays really happened. Step 0 initialises the momentum buffer, the plain way; the first full batch
@@ -178,8 +185,8 @@ TEST_CASE("gradient graphs with several replicas on one GPU give the plain path'
   CAPTURE(replicas);
   const Reduce reduce = replicas == 1 ? Reduce::host : Reduce::same_device;
   const DataSplits data = testing::synthetic_splits(kTrainRows, 10, 37);
-  const Run plain = train(data, GemmImpl::blocked, false, replicas, reduce, false);
-  const Run graphs = train(data, GemmImpl::blocked, true, replicas, reduce, false);
+  const Run plain = train(data, {GemmImpl::blocked, false}, replicas, reduce, false);
+  const Run graphs = train(data, {GemmImpl::blocked, true}, replicas, reduce, false);
   check_same(graphs, plain, GemmImpl::blocked);
   for (std::size_t r = 0; r < graphs.counts.size(); ++r) {
     CAPTURE(r);
@@ -187,6 +194,32 @@ TEST_CASE("gradient graphs with several replicas on one GPU give the plain path'
     CHECK(graphs.counts[r].plain == 2);
     CHECK(graphs.counts[r].captured == 2);
     CHECK(graphs.counts[r].replayed == kSteps - 2);
+  }
+}
+
+TEST_CASE("the fused head gives the plain path's parameters after 100 steps, with and without graphs",
+          "[gpu][fused_head]") {
+  const GemmImpl gemm = GENERATE(GemmImpl::blocked, GemmImpl::naive, GemmImpl::cublas);
+  const bool graphs = GENERATE(false, true);
+  // Three replicas: shards of 22, 22 and 20 rows (14, 14 and 12 in the short batch), summed on the device.
+  const int replicas = GENERATE(1, 3);
+  CAPTURE(gemm_impl_name(gemm), graphs, replicas);
+  const Reduce reduce = replicas == 1 ? Reduce::nccl : Reduce::same_device;
+  const DataSplits data = testing::synthetic_splits(kTrainRows, 10, 47);
+  const Run plain = train(data, {gemm, false, false}, replicas, reduce, true);
+  const Run fused = train(data, {gemm, graphs, true}, replicas, reduce, true);
+  check_same(fused, plain, gemm);
+  for (std::size_t r = 0; r < fused.fused_head_steps.size(); ++r) {
+    CAPTURE(r);
+    CHECK(plain.fused_head_steps[r] == 0);
+    // The count is of launches and captures; a replay runs what was captured. Without graphs every step
+    // launches the head; with them, the steps that did not replay (and the captures) did.
+    if (graphs) {
+      CHECK(fused.fused_head_steps[r] >= 2);
+      CHECK(fused.fused_head_steps[r] + fused.counts[r].replayed >= kSteps);
+    } else {
+      CHECK(fused.fused_head_steps[r] == kSteps);
+    }
   }
 }
 
@@ -209,7 +242,7 @@ TEST_CASE("a recorded step is launched the plain way when its gradients are read
     std::vector<float> params;
   };
   auto drive = [&](bool graphs) {
-    CudaReplica replica(data, 0, GemmImpl::blocked, graphs);
+    CudaReplica replica(data, 0, {GemmImpl::blocked, graphs});
     CHECK((replica.description().find("CUDA graphs") != std::string::npos) == graphs);
     replica.load_parameters(init);
     std::vector<Replica*> raw{&replica};
