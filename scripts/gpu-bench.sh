@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The GPU benchmarks in one run, after scripts/gpu-check.sh has built $BUILD_DIR on the same machine: every
 # kernel and GEMM version beside cuBLAS (mnist-dp-bench --quick), the NCCL all-reduce (mnist-dp-allreduce-bench
-# --quick), whole epochs launched plainly and as CUDA graphs (mnist-dp-bench --epoch), and mnist-dp against
-# PyTorch on the same GPU (bench/compare.sh --device cuda: eager with the data on the device, torch.compile and
-# CUDA graphs). Each stage has its own time limit and the whole stays inside BUDGET seconds, so that it fits one
-# remote command; the summary is printed last.
+# --quick), whole epochs with and without CUDA graphs and the fused head, for each hand-written GEMM
+# (mnist-dp-bench --epoch), and mnist-dp against PyTorch on the same GPU (bench/compare.sh --device cuda: eager
+# with the data on the device, torch.compile and CUDA graphs). Each stage has its own time limit and the whole
+# stays inside BUDGET seconds, so that it fits one remote command; the summary is printed last.
 #
 # Environment: OUT (default build/gpu-bench), BUILD_DIR (default build/gpu), DATA (default .devdeps/data),
 # PYTHON (the Python with PyTorch for the peers; default python3), EPOCHS (compare.sh's epochs, default 3),
@@ -70,8 +70,13 @@ stage "kernels (mnist-dp-bench --quick)" 170 "$OUT/kernels.txt" \
   "$BUILD_DIR/mnist-dp-bench" --quick --json "$OUT/kernels.json"
 stage "NCCL all-reduce (mnist-dp-allreduce-bench --quick)" 60 "$OUT/allreduce.txt" \
   "$BUILD_DIR/mnist-dp-allreduce-bench" --quick --max-bytes 67108864 --json "$OUT/allreduce.json"
-stage "epochs: plain, CUDA graphs, fused head, both (mnist-dp-bench --epoch)" 120 "$OUT/epoch.txt" \
-  "$BUILD_DIR/mnist-dp-bench" --epoch --rounds 2 --json "$OUT/epoch.json"
+# Every hand-written GEMM: they give the same bits, so the fastest can be the fast path's (docs/performance.md,
+# "Blocks").
+for gemm in blocked naive tiled; do
+  stage "epochs with --gemm $gemm: plain, CUDA graphs, fused head, both (mnist-dp-bench --epoch)" 60 \
+    "$OUT/epoch-$gemm.txt" "$BUILD_DIR/mnist-dp-bench" --epoch --epoch-gemm "$gemm" --rounds 2 \
+    --json "$OUT/epoch-$gemm.json"
+done
 if [ -d "$DATA" ]; then
   stage "mnist-dp against PyTorch on the GPU (bench/compare.sh)" 240 "$OUT/compare.txt" \
     bench/compare.sh --device cuda --epochs "$EPOCHS" --binary "$BUILD_DIR/mnist-dp" --data "$DATA" \
