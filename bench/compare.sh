@@ -9,8 +9,8 @@
 #
 #   cpu  (default without a GPU): mnist-dp --device cpu, and PyTorch's tensor and loader variants with Debian's
 #        /usr/bin/python3 (python3-torch), all with --threads threads (OpenBLAS and PyTorch alike).
-#   cuda (default when nvidia-smi works): mnist-dp --device cuda once per --gemm (naive,tiled,blocked,cublas), and
-#        PyTorch eager with the data on the device (tensor), compile and graphs, with `python3`. --graphs adds a
+#   cuda (default when nvidia-smi works): mnist-dp --device cuda once per --gemm (naive,tiled,blocked,slab,cublas),
+#        and PyTorch eager with the data on the device (tensor), compile and graphs, with `python3`. --graphs adds a
 #        run per --gemm with mnist-dp's --cuda-graphs (each step replayed as a CUDA graph), named ...-graphs, and
 #        one with --cuda-graphs --fused-head as well (the classifier head as one kernel), named ...-fused-graphs.
 # --mnistdp-args adds arguments to every mnist-dp run (e.g. "--devices 0" to train on one GPU of several, as the
@@ -27,7 +27,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 device=auto epochs=3 threads=1 data=/usr/share/datasets/fashion-mnist binary=build/default/mnist-dp
-gemms=naive,tiled,blocked,cublas peers="" python="" coretype="" out="" plot=1 extra="" commit="" rounds=1
+gemms=naive,tiled,blocked,slab,cublas peers="" python="" coretype="" out="" plot=1 extra="" commit="" rounds=1
 graphs=0
 while [ $# -gt 0 ]; do
   case "$1" in

@@ -505,10 +505,22 @@ struct ImplChoice {
   bool epilogue;
 };
 
+// The whole-step benchmarks: every GEMM, and the fused classifier head with the hand-written GEMMs it
+// matches that are candidates for the fast path.
+struct StepVariant {
+  GemmImpl impl;
+  bool fused_head;
+  std::string name() const { return std::string(gemm_impl_name(impl)) + (fused_head ? "+head" : ""); }
+};
+constexpr StepVariant kStepVariants[] = {
+    {GemmImpl::naive, false},  {GemmImpl::tiled, false},  {GemmImpl::blocked, false}, {GemmImpl::slab, false},
+    {GemmImpl::cublas, false}, {GemmImpl::blocked, true}, {GemmImpl::slab, true}};
+
 std::vector<ImplChoice> impls_for(const GemmCase& g) {
   std::vector<ImplChoice> v = {{"naive", GemmImpl::naive, true},
                                {"tiled", GemmImpl::tiled, true},
                                {"blocked", GemmImpl::blocked, true},
+                               {"slab", GemmImpl::slab, true},
                                {g.epilogue() ? "cublas+epi" : "cublas", GemmImpl::cublas, true}};
   if (g.epilogue()) v.push_back({"cublas-only", GemmImpl::cublas, false});
   return v;
@@ -855,13 +867,10 @@ class Runner {
   void step_cases(int batch) {
     const std::string group = fmt::format("step-b{}", batch);
     const cudaStream_t s = stream_->get();
-    const std::pair<GemmImpl, bool> variants[] = {{GemmImpl::naive, false},
-                                                  {GemmImpl::tiled, false},
-                                                  {GemmImpl::blocked, false},
-                                                  {GemmImpl::cublas, false},
-                                                  {GemmImpl::blocked, true}};
-    for (const auto& [impl, fused_head] : variants) {
-      const std::string name = std::string(gemm_impl_name(impl)) + (fused_head ? "+head" : "");
+    for (const StepVariant& variant : kStepVariants) {
+      const GemmImpl impl = variant.impl;
+      const bool fused_head = variant.fused_head;
+      const std::string name = variant.name();
       const std::string id = group + "/step/" + name;
       if (!selected(id)) continue;
       auto data = training_set();
@@ -1246,8 +1255,8 @@ int run(int argc, char** argv) {
   app.add_flag("--epoch", o.epoch,
                "Time whole training epochs instead, launched the plain way and replayed as CUDA graphs");
   app.add_option("--epoch-gemm", o.epoch_gemm,
-                 "With --epoch: the matrix product (naive, tiled, blocked, cublas)")
-      ->check(CLI::IsMember({"naive", "tiled", "blocked", "cublas"}))
+                 "With --epoch: the matrix product (naive, tiled, blocked, slab, cublas)")
+      ->check(CLI::IsMember({"naive", "tiled", "blocked", "slab", "cublas"}))
       ->capture_default_str();
   app.add_option("--rounds", o.rounds, "With --epoch: rounds, each variant once per round")
       ->check(CLI::Range(1, 100))
@@ -1280,8 +1289,8 @@ int run(int argc, char** argv) {
     for (const char* id : {"kernel/sgd/plain", "kernel/sgd/momentum0.9"})
       if (o.filter.empty() || std::string(id).find(o.filter) != std::string::npos) fmt::print("{}\n", id);
     for (const int batch : kTrainBatches)
-      for (const char* impl : {"naive", "tiled", "blocked", "cublas"}) {
-        const std::string full = fmt::format("step-b{}/step/{}", batch, impl);
+      for (const StepVariant& variant : kStepVariants) {
+        const std::string full = fmt::format("step-b{}/step/{}", batch, variant.name());
         if (o.filter.empty() || full.find(o.filter) != std::string::npos) fmt::print("{}\n", full);
       }
     for (const GemmCase& g : sweep_gemms(o.quick))

@@ -90,8 +90,10 @@ void add_train_options(CLI::App& train, TrainOptions& o) {
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
       ->capture_default_str();
   train
-      .add_option("--gemm", o.gemm, "CUDA matrix product: naive, tiled, blocked (register-blocked) or cublas")
-      ->check(CLI::IsMember({"naive", "tiled", "blocked", "cublas"}))
+      .add_option("--gemm", o.gemm,
+                  "CUDA matrix product: naive, tiled, blocked (register-blocked), slab (small tiles, long k "
+                  "slabs) or cublas")
+      ->check(CLI::IsMember({"naive", "tiled", "blocked", "slab", "cublas"}))
       ->capture_default_str();
   train.add_flag("--cuda-graphs", o.cuda_graphs, "Replay each CUDA training step as one CUDA graph");
   train.add_flag("--fused-head", o.fused_head,
@@ -140,8 +142,8 @@ void add_eval_options(CLI::App& eval, EvalOptions& o) {
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
       ->capture_default_str();
   eval.add_flag("--json", o.json, "Also print the result as one line of JSON, last");
-  eval.add_option("--gemm", o.gemm, "CUDA matrix product: naive, tiled, blocked or cublas")
-      ->check(CLI::IsMember({"naive", "tiled", "blocked", "cublas"}))
+  eval.add_option("--gemm", o.gemm, "CUDA matrix product: naive, tiled, blocked, slab or cublas")
+      ->check(CLI::IsMember({"naive", "tiled", "blocked", "slab", "cublas"}))
       ->capture_default_str();
 }
 

@@ -20,7 +20,7 @@ struct TrainOptions {
   std::string devices = "all";   // GPUs to use: "all" or a list such as "0,1,3"
   int threads = 1;               // OpenBLAS threads per CPU replica
   std::string device = "auto";   // auto, cpu, cuda
-  std::string gemm = "blocked";  // the CUDA matrix product: naive, tiled, blocked, cublas
+  std::string gemm = "blocked";  // the CUDA matrix product: naive, tiled, blocked, slab, cublas
   bool cuda_graphs = false;      // replay each CUDA training step as a CUDA graph
   bool fused_head = false;       // fc2, the loss and their gradients in one CUDA kernel
   std::optional<std::filesystem::path> metrics;  // JSON lines, one record per logged step and per epoch

@@ -122,11 +122,12 @@ cudaError_t query_cuda_device(int index, CudaDeviceInfo& info, const char** fail
 }
 
 GemmImpl parse_gemm_impl(const std::string& name) {
-  for (GemmImpl impl : {GemmImpl::naive, GemmImpl::tiled, GemmImpl::blocked, GemmImpl::cublas}) {
+  for (GemmImpl impl :
+       {GemmImpl::naive, GemmImpl::tiled, GemmImpl::blocked, GemmImpl::slab, GemmImpl::cublas}) {
     if (name == gemm_impl_name(impl)) return impl;
   }
   throw std::invalid_argument(
-      fmt::format("unknown GEMM implementation '{}': choose naive, tiled, blocked or cublas", name));
+      fmt::format("unknown GEMM implementation '{}': choose naive, tiled, blocked, slab or cublas", name));
 }
 
 CudaReplica::CudaReplica(const DataSplits& data, int device, const CudaStepOptions& options)

@@ -75,7 +75,8 @@ std::vector<CudaDeviceInfo> list_cuda_devices(std::string& why_none);
 // "cudaGetDeviceProperties" or "cudaMemGetInfo"). `info` may be partly filled after a failure.
 cudaError_t query_cuda_device(int index, CudaDeviceInfo& info, const char** failed_call = nullptr);
 
-// "naive", "tiled", "blocked" or "cublas"; anything else throws std::invalid_argument listing the choices.
+// "naive", "tiled", "blocked", "slab" or "cublas"; anything else throws std::invalid_argument listing the
+// choices.
 GemmImpl parse_gemm_impl(const std::string& name);
 
 // How a CudaReplica runs a training step.

@@ -4,7 +4,7 @@
 // forward, softmax_xent, fc2's weight gradient, its bias gradient, the input gradient with the ReLU mask,
 // and fc1's bias gradient); the step is bound by launches, not by arithmetic (docs/performance.md).
 //
-// Every output equals the plain path's with --gemm naive, tiled or blocked to the bit: each element is
+// Every output equals the plain path's with --gemm naive, tiled, blocked or slab to the bit: each element is
 // summed by one thread in the order those GEMMs use (k ascending, fused multiply-adds from 0, then the
 // epilogue), the bias gradients in row order as column_sums does, and the loss as softmax_xent does.
 #include <cuda_runtime_api.h>

@@ -28,6 +28,8 @@ void gemm(const GemmProblem& p, GemmImpl impl, cudaStream_t stream, cublasHandle
       return gemm_v2_tiled(p, stream);
     case GemmImpl::blocked:
       return gemm_v3_blocked(p, stream);
+    case GemmImpl::slab:
+      return gemm_v4_slab(p, stream);
     case GemmImpl::cublas:
       if (!handle) throw std::invalid_argument("gemm: GemmImpl::cublas needs a cuBLAS handle");
       return gemm_cublas(p, handle, stream);

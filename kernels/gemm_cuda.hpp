@@ -38,6 +38,9 @@ void gemm_v1_naive(const GemmProblem& p, cudaStream_t stream);
 void gemm_v2_tiled(const GemmProblem& p, cudaStream_t stream);
 // v3: 64 x 64 tiles of C per block, 4 x 4 per thread held in registers; operands staged in shared memory.
 void gemm_v3_blocked(const GemmProblem& p, cudaStream_t stream);
+// v4: 8 x 16 tiles of C per block, one element per thread; operands staged in slabs of 256 along k. For the
+// small products of a training step, where v3's large tiles leave most of the GPU idle.
+void gemm_v4_slab(const GemmProblem& p, cudaStream_t stream);
 // cublasSgemm (plain fp32, no TF32), then the epilogue as a separate kernel. Sets the handle's stream.
 void gemm_cublas(const GemmProblem& p, cublasHandle_t handle, cudaStream_t stream);
 

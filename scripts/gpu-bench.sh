@@ -72,7 +72,7 @@ stage "NCCL all-reduce (mnist-dp-allreduce-bench --quick)" 60 "$OUT/allreduce.tx
   "$BUILD_DIR/mnist-dp-allreduce-bench" --quick --max-bytes 67108864 --json "$OUT/allreduce.json"
 # Every hand-written GEMM: they give the same bits, so the fastest can be the fast path's (docs/performance.md,
 # "Blocks").
-for gemm in blocked naive tiled; do
+for gemm in blocked slab naive tiled; do
   stage "epochs with --gemm $gemm: plain, CUDA graphs, fused head, both (mnist-dp-bench --epoch)" 60 \
     "$OUT/epoch-$gemm.txt" "$BUILD_DIR/mnist-dp-bench" --epoch --epoch-gemm "$gemm" --rounds 2 \
     --json "$OUT/epoch-$gemm.json"
@@ -80,7 +80,7 @@ done
 if [ -d "$DATA" ]; then
   stage "mnist-dp against PyTorch on the GPU (bench/compare.sh)" 240 "$OUT/compare.txt" \
     bench/compare.sh --device cuda --epochs "$EPOCHS" --binary "$BUILD_DIR/mnist-dp" --data "$DATA" \
-    --python "$PYTHON" --gemm blocked,cublas --graphs --no-plot --out "$OUT/compare"
+    --python "$PYTHON" --gemm blocked,slab,cublas --graphs --no-plot --out "$OUT/compare"
 else
   note "compare: skipped, no data at $DATA (put the four IDX files there)"
 fi

@@ -126,7 +126,7 @@ TEST_CASE("the classifier head equals the plain launches to the bit and the refe
   const HeadOutputs got = fused.to_host_all();
 
   // The plain path's launches, as CudaReplica makes them, with each GEMM whose order the head follows.
-  for (GemmImpl impl : {GemmImpl::naive, GemmImpl::tiled, GemmImpl::blocked}) {
+  for (GemmImpl impl : {GemmImpl::naive, GemmImpl::tiled, GemmImpl::blocked, GemmImpl::slab}) {
     CAPTURE(gemm_impl_name(impl));
     const cuda::GemmContext ctx{impl, stream.get(), nullptr};
     const LinearShape fc2{batch, hidden, classes};

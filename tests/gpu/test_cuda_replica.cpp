@@ -21,7 +21,8 @@ using namespace mnistdp::gpu_test;
 namespace {
 
 using L = ParamLayout;
-constexpr GemmImpl kImpls[] = {GemmImpl::naive, GemmImpl::tiled, GemmImpl::blocked, GemmImpl::cublas};
+constexpr GemmImpl kImpls[] = {GemmImpl::naive, GemmImpl::tiled, GemmImpl::blocked, GemmImpl::slab,
+                               GemmImpl::cublas};
 
 // A learnable data set: each class has a random template; an image is its class's template plus noise.
 Dataset make_split(int count, const std::vector<std::uint8_t>& templates, Rng& rng) {
@@ -179,7 +180,8 @@ void check_gradients(const std::vector<float>& got, const std::vector<float>& wa
 }  // namespace
 
 TEST_CASE("one CUDA training step matches the CPU reference step", "[gpu][replica]") {
-  const GemmImpl impl = GENERATE(GemmImpl::naive, GemmImpl::tiled, GemmImpl::blocked, GemmImpl::cublas);
+  const GemmImpl impl =
+      GENERATE(GemmImpl::naive, GemmImpl::tiled, GemmImpl::blocked, GemmImpl::slab, GemmImpl::cublas);
   CAPTURE(gemm_impl_name(impl));
   const DataSplits data = make_data(200, 50, 11);
   Rng rng(12);

@@ -199,7 +199,7 @@ TEST_CASE("gradient graphs with several replicas on one GPU give the plain path'
 
 TEST_CASE("the fused head gives the plain path's parameters after 100 steps, with and without graphs",
           "[gpu][fused_head]") {
-  const GemmImpl gemm = GENERATE(GemmImpl::blocked, GemmImpl::naive, GemmImpl::cublas);
+  const GemmImpl gemm = GENERATE(GemmImpl::blocked, GemmImpl::slab, GemmImpl::naive, GemmImpl::cublas);
   const bool graphs = GENERATE(false, true);
   // Three replicas: shards of 22, 22 and 20 rows (14, 14 and 12 in the short batch), summed on the device.
   const int replicas = GENERATE(1, 3);
