@@ -149,18 +149,34 @@ fi
 bin=$BUILD_DIR/mnist-dp
 if [ "$build_ok" = 1 ] && [ "$has_gpu" = 1 ]; then
   if [ -d "$DATA" ]; then
-    section "training, $EPOCHS epochs, GPU then CPU (data: $DATA)"
-    for dev in cuda cpu; do
+    section "training, $EPOCHS epochs, GPU (plain, then the fast path) then CPU (data: $DATA)"
+    # The fast path (step graphs, the fused head, the slab GEMM) computes the plain path's step to the bit, so
+    # its loss lines and accuracy must be the plain run's.
+    for run in cuda cuda-fast cpu; do
+      case $run in
+        cuda) args=(--device cuda) ;;
+        cuda-fast) args=(--device cuda --cuda-graphs --fused-head --gemm slab) ;;
+        cpu) args=(--device cpu) ;;
+      esac
       start=$(date +%s.%N)
-      "$bin" train --data "$DATA" --epochs "$EPOCHS" --device "$dev" --seed 0 --no-progress \
-        --metrics "$OUT/metrics-$dev.jsonl" >"$OUT/train-$dev.log" 2>&1
+      "$bin" train --data "$DATA" --epochs "$EPOCHS" "${args[@]}" --seed 0 --no-progress \
+        --metrics "$OUT/metrics-$run.jsonl" >"$OUT/train-$run.log" 2>&1
       rc=$?
       secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
-      tail -8 "$OUT/train-$dev.log"
-      note "train --device $dev: exit $rc, ${secs}s wall; last lines:"
-      tail -3 "$OUT/train-$dev.log" | sed 's/^/    /' | tee -a "$summary"
+      tail -8 "$OUT/train-$run.log"
+      note "train ${args[*]}: exit $rc, ${secs}s wall; last lines:"
+      tail -3 "$OUT/train-$run.log" | sed 's/^/    /' | tee -a "$summary"
     done
-    cat "$OUT/train-cpu.log" >>"$OUT/train-cuda.log" 2>/dev/null && rm -f "$OUT/train-cpu.log"
+    results() { grep -oE "Step [0-9]+, Loss: [^ ]+|test loss [0-9.]+, test accuracy [0-9.]+%" "$1"; }
+    if [ -n "$(results "$OUT/train-cuda.log")" ] &&
+      diff <(results "$OUT/train-cuda.log") <(results "$OUT/train-cuda-fast.log") >/dev/null; then
+      note "train: the fast path's losses and test accuracies equal the plain path's"
+    else
+      note "train: the fast path's losses or test accuracies DIFFER from the plain path's (see train.log)"
+    fi
+    for run in cuda-fast cpu; do
+      cat "$OUT/train-$run.log" >>"$OUT/train-cuda.log" 2>/dev/null && rm -f "$OUT/train-$run.log"
+    done
     mv "$OUT/train-cuda.log" "$OUT/train.log" 2>/dev/null
   else
     note "training: skipped, no data at $DATA (put the four IDX files in .devdeps/data)"
@@ -195,10 +211,16 @@ if [ "$build_ok" = 1 ] && [ "$has_gpu" = 1 ]; then
     # The GPU tests without the 100-step runs exercise every kernel, every GEMM version included.
     run_tool memcheck "gpu tests ~[slow]" --leak-check full "$tests_bin" "[gpu]~[slow]"
     run_tool racecheck "replica tests ~[slow]" "$tests_bin" "[replica]~[slow]"
+    # The kernel whose phases share memory through barriers.
+    run_tool racecheck "classifier head tests" "$tests_bin" "[classifier_head]"
     if [ -d "$DATA" ]; then
-      # The trainer's default GEMM; the tests above cover the other versions.
+      # The trainer's default path, then the fast path (step graphs, the fused head, the slab GEMM).
+      fast=(--cuda-graphs --fused-head --gemm slab)
       run_tool memcheck "train ${steps[*]}" "$bin" train --data "$DATA" "${steps[@]}" --device cuda --no-progress
-      run_tool racecheck "train ${steps[*]}" "$bin" train --data "$DATA" "${steps[@]}" --device cuda --no-progress
+      run_tool memcheck "train ${steps[*]} ${fast[*]}" "$bin" train --data "$DATA" "${steps[@]}" --device cuda \
+        --no-progress "${fast[@]}"
+      run_tool racecheck "train ${steps[*]} ${fast[*]}" "$bin" train --data "$DATA" "${steps[@]}" --device cuda \
+        --no-progress "${fast[@]}"
     fi
   else
     note "sanitizer: compute-sanitizer not found"

@@ -157,7 +157,7 @@ void check_same(const Run& graphs, const Run& plain, GemmImpl gemm) {
 }  // namespace
 
 TEST_CASE("whole-step CUDA graphs (NCCL, world size 1) give the plain path's parameters after 100 steps",
-          "[gpu][graphs]") {
+          "[gpu][graphs][slow]") {
   const GemmImpl gemm = GENERATE(GemmImpl::blocked, GemmImpl::tiled, GemmImpl::cublas);
   const bool observe = GENERATE(true, false);
   CAPTURE(gemm_impl_name(gemm), observe);
@@ -178,7 +178,7 @@ TEST_CASE("whole-step CUDA graphs (NCCL, world size 1) give the plain path's par
 }
 
 TEST_CASE("gradient graphs with several replicas on one GPU give the plain path's parameters",
-          "[gpu][graphs]") {
+          "[gpu][graphs][slow]") {
   // Each replica's all-reduce needs the others', so it stays the communicator's; each replica replays a
   // graph of its gradient launches (22, 22 and 20 rows of the full batches; 14, 14 and 12 of the short one).
   const int replicas = GENERATE(1, 3);
@@ -198,7 +198,7 @@ TEST_CASE("gradient graphs with several replicas on one GPU give the plain path'
 }
 
 TEST_CASE("the fused head gives the plain path's parameters after 100 steps, with and without graphs",
-          "[gpu][fused_head]") {
+          "[gpu][fused_head][slow]") {
   const GemmImpl gemm = GENERATE(GemmImpl::blocked, GemmImpl::slab, GemmImpl::naive, GemmImpl::cublas);
   const bool graphs = GENERATE(false, true);
   // Three replicas: shards of 22, 22 and 20 rows (14, 14 and 12 in the short batch), summed on the device.
