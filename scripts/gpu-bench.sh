@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# The GPU benchmarks in one run, after scripts/gpu-check.sh has built $BUILD_DIR on the same machine: every
-# kernel and GEMM version beside cuBLAS (mnist-dp-bench --quick), the NCCL all-reduce (mnist-dp-allreduce-bench
-# --quick), whole epochs with and without CUDA graphs and the fused head, for each hand-written GEMM
-# (mnist-dp-bench --epoch), and mnist-dp against PyTorch on the same GPU (bench/compare.sh --device cuda: eager
-# with the data on the device, torch.compile and CUDA graphs). Each stage has its own time limit and the whole
-# stays inside BUDGET seconds, so that it fits one remote command; the summary is printed last.
+# The GPU benchmarks in one run, after scripts/gpu-check.sh has built $BUILD_DIR on the same machine: whole
+# epochs with and without CUDA graphs and the fused head, for each hand-written GEMM (mnist-dp-bench --epoch);
+# mnist-dp against PyTorch on the same GPU (bench/compare.sh --device cuda: eager with the data on the device,
+# torch.compile and CUDA graphs); every kernel, GEMM version and whole step at batch 64 beside cuBLAS
+# (mnist-dp-bench --quick); the step's kernels under ncu; the NCCL all-reduce (mnist-dp-allreduce-bench
+# --quick). Each stage has its own time limit and the whole stays inside BUDGET seconds, so that it fits one
+# remote command; the summary is printed last.
 #
 # Environment: OUT (default build/gpu-bench), BUILD_DIR (default build/gpu), DATA (default .devdeps/data),
 # PYTHON (the Python with PyTorch for the peers; default python3), EPOCHS (compare.sh's epochs, default 3),
-# BUDGET (seconds, default 540).
+# BUDGET (seconds, default 360: with scripts/gpu-check.sh's 480 and the machine's start, about a lent GPU
+# session's 15 minutes).
 # GPU_BENCH_DRY_RUN=1 goes on without a GPU (to test this script where there is none: each program then reports
 # that no GPU is usable, and the summary says so).
 set -uo pipefail
@@ -20,7 +22,7 @@ BUILD_DIR=${BUILD_DIR:-build/gpu}
 DATA=${DATA:-$root/.devdeps/data}
 PYTHON=${PYTHON:-python3}
 EPOCHS=${EPOCHS:-3}
-BUDGET=${BUDGET:-540}
+BUDGET=${BUDGET:-360}
 DRY_RUN=${GPU_BENCH_DRY_RUN:-0}
 
 mkdir -p "$OUT"
@@ -66,24 +68,45 @@ stage() {
   esac
 }
 
-stage "kernels (mnist-dp-bench --quick)" 170 "$OUT/kernels.txt" \
-  "$BUILD_DIR/mnist-dp-bench" --quick --json "$OUT/kernels.json"
-stage "NCCL all-reduce (mnist-dp-allreduce-bench --quick)" 60 "$OUT/allreduce.txt" \
-  "$BUILD_DIR/mnist-dp-allreduce-bench" --quick --max-bytes 67108864 --json "$OUT/allreduce.json"
-# Every hand-written GEMM: they give the same bits, so the fastest can be the fast path's (docs/performance.md,
-# "Blocks").
-for gemm in blocked slab naive tiled; do
-  stage "epochs with --gemm $gemm: plain, CUDA graphs, fused head, both (mnist-dp-bench --epoch)" 60 \
-    "$OUT/epoch-$gemm.txt" "$BUILD_DIR/mnist-dp-bench" --epoch --epoch-gemm "$gemm" --rounds 2 \
-    --json "$OUT/epoch-$gemm.json"
-done
+# The stages in order of what they decide, so that a budget cut drops the least: whole epochs with the two
+# candidates for the fast path's GEMM; mnist-dp against PyTorch; the kernels and steps at batch 64; profiles of
+# the step's kernels; the all-reduce; whole epochs with the other GEMMs. All four hand-written GEMMs give the
+# same bits, so the fastest can be the fast path's (docs/performance.md, "Blocks").
+epochs() {  # GEMM LIMIT
+  stage "epochs with --gemm $1: plain, CUDA graphs, fused head, both (mnist-dp-bench --epoch)" "$2" \
+    "$OUT/epoch-$1.txt" "$BUILD_DIR/mnist-dp-bench" --epoch --epoch-gemm "$1" --rounds 2 \
+    --json "$OUT/epoch-$1.json"
+}
+epochs blocked 45
+epochs slab 45
 if [ -d "$DATA" ]; then
-  stage "mnist-dp against PyTorch on the GPU (bench/compare.sh)" 240 "$OUT/compare.txt" \
+  stage "mnist-dp against PyTorch on the GPU (bench/compare.sh)" 180 "$OUT/compare.txt" \
     bench/compare.sh --device cuda --epochs "$EPOCHS" --binary "$BUILD_DIR/mnist-dp" --data "$DATA" \
-    --python "$PYTHON" --gemm blocked,slab,cublas --graphs --no-plot --out "$OUT/compare"
+    --python "$PYTHON" --gemm blocked,slab --graphs --no-plot --out "$OUT/compare"
 else
   note "compare: skipped, no data at $DATA (put the four IDX files there)"
 fi
+stage "kernels and steps at batch 64 (mnist-dp-bench --quick --filter -b64/)" 90 "$OUT/kernels.txt" \
+  "$BUILD_DIR/mnist-dp-bench" --quick --filter -b64/ --json "$OUT/kernels.json"
+if command -v ncu >/dev/null 2>&1 && [ -d "$DATA" ]; then
+  # Hardware counters of the step's kernels, plain and fast path, after 30 warm-up steps; clocks left alone
+  # (METHOD.md). Launches only (no graphs), so that each kernel is profiled by name.
+  for path in plain fast; do
+    args=()
+    [ "$path" = fast ] && args=(--fused-head --gemm slab)
+    stage "profiles of the step's kernels, $path path (ncu)" 60 "$OUT/ncu-$path.txt" \
+      ncu --clock-control none --launch-skip 300 --launch-count 30 \
+      --section SpeedOfLight --section LaunchStats --section Occupancy \
+      "$BUILD_DIR/mnist-dp" train --data "$DATA" --epochs 1 --max-steps 80 --device cuda --no-progress \
+      --log-interval 1000000 "${args[@]}"
+  done
+else
+  note "profiles: skipped (no ncu on the PATH, or no data at $DATA)"
+fi
+stage "NCCL all-reduce (mnist-dp-allreduce-bench --quick)" 40 "$OUT/allreduce.txt" \
+  "$BUILD_DIR/mnist-dp-allreduce-bench" --quick --max-bytes 67108864 --json "$OUT/allreduce.json"
+epochs naive 30
+epochs tiled 30
 
 {
   echo
