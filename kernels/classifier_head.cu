@@ -1,9 +1,11 @@
 // The fused classifier head (contract: classifier_head_cuda.hpp). One launch, three phases per block:
 //
-//   1. every block computes all the logits into shared memory (640 dot products of 256 at batch 64);
+//   1. every block computes all the logits into shared memory (640 dot products of 256 at batch 64), each
+//      thread running up to kLogitsPerPass of them side by side, so that their chains of dependent
+//      multiply-adds overlap;
 //   2. every block computes their softmax cross-entropy gradient into shared memory, as softmax_xent does;
 //   3. each thread of the grid takes one task: a column of dh (with its sum, fc1's bias gradient), an
-//      element of dw, or an element of db.
+//      element of dw, or an element of db (classifier_head_split.hpp shares them out).
 //
 // Phases 1 and 2 are repeated in every block rather than done once: the alternative, a grid-wide barrier or
 // a second launch, costs more than the 0.3 MFLOP they take at batch 64. Block 0 alone writes the logits,
@@ -13,6 +15,7 @@
 #include <string>
 
 #include "kernels/classifier_head_cuda.hpp"
+#include "kernels/classifier_head_split.hpp"
 #include "kernels/cuda_check.hpp"
 #include "kernels/gemm_common.cuh"
 #include "kernels/softmax_xent_row.cuh"
@@ -24,6 +27,9 @@ using detail::kLossWarps;
 using detail::kWarpSize;
 // Every warp of a block takes softmax rows, split as softmax_xent splits them.
 constexpr int kThreads = kLossWarps * kWarpSize;
+static_assert(kThreads == head_split::kThreads && kWarpSize == head_split::kWarpSize);
+// 640 logits at batch 64 over 256 threads: 3 passes' worth in one.
+constexpr int kLogitsPerPass = 3;
 // A block gets 48 KiB without opting in to more; the static warp_losses take a few bytes of it.
 constexpr long kMaxSharedBytes = 47 * 1024;
 
@@ -40,17 +46,33 @@ __global__ void __launch_bounds__(kThreads) classifier_head_kernel(ClassifierHea
   const bool writer = blockIdx.x == 0;
 
   // 1. z = h w^T + b: each logit by one thread, k ascending, as the GEMMs sum (then the bias, their
-  // epilogue).
-  for (int i = threadIdx.x; i < n_logits; i += kThreads) {
-    const int r = i / a.classes;
-    const int c = i % a.classes;
-    const float* __restrict__ h_row = a.h + static_cast<long>(r) * a.hidden;
-    const float* __restrict__ w_row = a.w + static_cast<long>(c) * a.hidden;
-    float acc = 0.0f;
-    for (int k = 0; k < a.hidden; ++k)
-      acc = fmaf(h_row[k], w_row[k], acc);
-    z[i] = acc + a.b[c];
-    if (writer) a.logits[i] = z[i];
+  // epilogue). A thread's logits i, i + kThreads, ... advance together; one past the end computes row 0's
+  // first logit again and keeps nothing.
+  for (int base = threadIdx.x; base < n_logits; base += kThreads * kLogitsPerPass) {
+    const float* h_rows[kLogitsPerPass];
+    const float* w_rows[kLogitsPerPass];
+    float acc[kLogitsPerPass];
+#pragma unroll
+    for (int j = 0; j < kLogitsPerPass; ++j) {
+      const int i = base + j * kThreads;
+      const int r = i < n_logits ? i / a.classes : 0;
+      const int c = i < n_logits ? i % a.classes : 0;
+      h_rows[j] = a.h + static_cast<long>(r) * a.hidden;
+      w_rows[j] = a.w + static_cast<long>(c) * a.hidden;
+      acc[j] = 0.0f;
+    }
+    for (int k = 0; k < a.hidden; ++k) {
+#pragma unroll
+      for (int j = 0; j < kLogitsPerPass; ++j)
+        acc[j] = fmaf(h_rows[j][k], w_rows[j][k], acc[j]);
+    }
+#pragma unroll
+    for (int j = 0; j < kLogitsPerPass; ++j) {
+      const int i = base + j * kThreads;
+      if (i >= n_logits) continue;
+      z[i] = acc[j] + a.b[i % a.classes];
+      if (writer) a.logits[i] = z[i];
+    }
   }
   __syncthreads();
 
@@ -70,15 +92,15 @@ __global__ void __launch_bounds__(kThreads) classifier_head_kernel(ClassifierHea
       a.dlogits[i] = dz[i];
   }
 
-  // 3. The backward products, one task per thread of the grid; each sum in the order the plain path's
-  // kernels use.
-  const int task = blockIdx.x * kThreads + threadIdx.x;
-  const int columns = a.hidden;
+  // 3. The backward products, one task per thread (classifier_head_split.hpp); each sum in the order the
+  // plain path's kernels use.
   const int dw_count = a.classes * a.hidden;
-  if (task < columns) {
+  const int block = static_cast<int>(blockIdx.x);
+  if (block < head_split::column_warps(a.hidden) && warp == 0) {
     // dh[:, k] = dz w[:, k] masked by the ReLU (the fc2 input-gradient GEMM and its epilogue), and its sum
     // over the rows in row order (column_sums).
-    const int k = task;
+    const int k = block * kWarpSize + lane;
+    if (k >= a.hidden) return;
     float sum = 0.0f;
     for (int r = 0; r < a.batch; ++r) {
       const float* dz_row = dz + static_cast<long>(r) * a.classes;
@@ -91,18 +113,21 @@ __global__ void __launch_bounds__(kThreads) classifier_head_kernel(ClassifierHea
       sum += g;
     }
     a.dh_sums[k] = sum;
-  } else if (task < columns + dw_count) {
+    return;
+  }
+  const int task = head_split::other_task(block, static_cast<int>(threadIdx.x), a.hidden);
+  if (task < dw_count) {
     // dw[c, k] = sum over rows of dz[r, c] h[r, k] (the fc2 weight-gradient GEMM, k being its rows).
-    const int i = task - columns;
+    const int i = task;
     const int c = i / a.hidden;
     const int k = i % a.hidden;
     float acc = 0.0f;
     for (int r = 0; r < a.batch; ++r)
       acc = fmaf(dz[static_cast<long>(r) * a.classes + c], a.h[static_cast<long>(r) * a.hidden + k], acc);
     a.dw[i] = acc;
-  } else if (task < columns + dw_count + a.classes) {
+  } else if (task < dw_count + a.classes) {
     // db[c]: column_sums of dz.
-    const int c = task - columns - dw_count;
+    const int c = task - dw_count;
     float acc = 0.0f;
     for (int r = 0; r < a.batch; ++r)
       acc += dz[static_cast<long>(r) * a.classes + c];
@@ -127,9 +152,8 @@ void classifier_head(const ClassifierHeadArgs& a, cudaStream_t stream) {
       !a.dh || !a.dh_sums) {
     throw std::invalid_argument("classifier_head: null pointer");
   }
-  const int tasks = a.hidden + a.classes * a.hidden + a.classes;
   const auto shared = static_cast<std::size_t>(shared_bytes(a.batch, a.classes));
-  classifier_head_kernel<<<detail::ceil_div(tasks, kThreads), kThreads, shared, stream>>>(a);
+  classifier_head_kernel<<<head_split::grid_blocks(a.hidden, a.classes), kThreads, shared, stream>>>(a);
   CUDA_CHECK_LAUNCH();
 }
 
