@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Nothing lost: resuming gives the parameters of the uninterrupted run to the bit, SIGINT saves and exits
-# non-zero, a diverging run stops with the step named and leaves the last checkpoint alone.
+# non-zero, a diverging run stops with the step named and leaves the last checkpoint alone; and options that
+# do not apply change nothing.
 #   test_checkpoints.sh MNIST_DP DATA_DIR
 # Closes with 'N passed, M failed'; exits non-zero when a check failed.
 set -uo pipefail
@@ -53,5 +54,10 @@ check "a missing checkpoint is named" grep -q "$work/missing.st" "$work/missing.
 head -c 100 "$work/whole.st" >"$work/cut.st"
 "$bin" eval --checkpoint "$work/cut.st" --data "$data" >/dev/null 2>"$work/cut.err"
 check "a truncated checkpoint is refused with its name" grep -q "$work/cut.st" "$work/cut.err"
+
+# 6. The CUDA-only options on the CPU: the same run, and a note that says so.
+train --epochs 1 --momentum 0.9 --cuda-graphs --fused-head --save "$work/cuda_options.st" >"$work/cuda_options.log" 2>&1
+check "--cuda-graphs --fused-head on the CPU train as without" cmp -s "$work/whole.st" "$work/cuda_options.st"
+check "--cuda-graphs --fused-head on the CPU are noted" grep -q "change CUDA replicas only" "$work/cuda_options.log"
 
 finish_checks
