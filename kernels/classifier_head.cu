@@ -44,21 +44,27 @@ __global__ void __launch_bounds__(kThreads) classifier_head_kernel(ClassifierHea
   float* dz = shared + n_logits;  // [batch, classes]: their gradient
   __shared__ float warp_losses[kLossWarps];
   const bool writer = blockIdx.x == 0;
+  // Read-only for the whole kernel (the outputs are other buffers): the compiler may load them through the
+  // read-only cache and schedule the loads ahead of the stores to dh and dw.
+  const float* __restrict__ h = a.h;                   // [batch, hidden]
+  const float* __restrict__ w = a.w;                   // [classes, hidden]
+  const float* __restrict__ b = a.b;                   // [classes]
+  const std::uint8_t* __restrict__ labels = a.labels;  // [batch]
 
   // 1. z = h w^T + b: each logit by one thread, k ascending, as the GEMMs sum (then the bias, their
   // epilogue). A thread's logits i, i + kThreads, ... advance together; one past the end computes row 0's
   // first logit again and keeps nothing.
   for (int base = threadIdx.x; base < n_logits; base += kThreads * kLogitsPerPass) {
-    const float* h_rows[kLogitsPerPass];
-    const float* w_rows[kLogitsPerPass];
+    const float* __restrict__ h_rows[kLogitsPerPass];
+    const float* __restrict__ w_rows[kLogitsPerPass];
     float acc[kLogitsPerPass];
 #pragma unroll
     for (int j = 0; j < kLogitsPerPass; ++j) {
       const int i = base + j * kThreads;
       const int r = i < n_logits ? i / a.classes : 0;
       const int c = i < n_logits ? i % a.classes : 0;
-      h_rows[j] = a.h + static_cast<long>(r) * a.hidden;
-      w_rows[j] = a.w + static_cast<long>(c) * a.hidden;
+      h_rows[j] = h + static_cast<long>(r) * a.hidden;
+      w_rows[j] = w + static_cast<long>(c) * a.hidden;
       acc[j] = 0.0f;
     }
     for (int k = 0; k < a.hidden; ++k) {
@@ -70,7 +76,7 @@ __global__ void __launch_bounds__(kThreads) classifier_head_kernel(ClassifierHea
     for (int j = 0; j < kLogitsPerPass; ++j) {
       const int i = base + j * kThreads;
       if (i >= n_logits) continue;
-      z[i] = acc[j] + a.b[i % a.classes];
+      z[i] = acc[j] + b[i % a.classes];
       if (writer) a.logits[i] = z[i];
     }
   }
@@ -82,7 +88,7 @@ __global__ void __launch_bounds__(kThreads) classifier_head_kernel(ClassifierHea
   float loss = 0.0f;
   for (int r = warp; r < a.batch; r += kLossWarps) {
     const long at = static_cast<long>(r) * a.classes;
-    loss += detail::softmax_xent_row(z + at, a.labels[r], dz + at, a.classes, a.grad_scale, lane);
+    loss += detail::softmax_xent_row(z + at, labels[r], dz + at, a.classes, a.grad_scale, lane);
   }
   if (lane == 0) warp_losses[warp] = loss;
   __syncthreads();
@@ -106,9 +112,9 @@ __global__ void __launch_bounds__(kThreads) classifier_head_kernel(ClassifierHea
       const float* dz_row = dz + static_cast<long>(r) * a.classes;
       float acc = 0.0f;
       for (int c = 0; c < a.classes; ++c)
-        acc = fmaf(dz_row[c], a.w[static_cast<long>(c) * a.hidden + k], acc);
+        acc = fmaf(dz_row[c], w[static_cast<long>(c) * a.hidden + k], acc);
       const long at = static_cast<long>(r) * a.hidden + k;
-      const float g = a.h[at] <= 0.0f ? 0.0f : acc;  // written as the epilogue writes it: a NaN keeps acc
+      const float g = h[at] <= 0.0f ? 0.0f : acc;  // written as the epilogue writes it: a NaN keeps acc
       a.dh[at] = g;
       sum += g;
     }
@@ -123,7 +129,7 @@ __global__ void __launch_bounds__(kThreads) classifier_head_kernel(ClassifierHea
     const int k = i % a.hidden;
     float acc = 0.0f;
     for (int r = 0; r < a.batch; ++r)
-      acc = fmaf(dz[static_cast<long>(r) * a.classes + c], a.h[static_cast<long>(r) * a.hidden + k], acc);
+      acc = fmaf(dz[static_cast<long>(r) * a.classes + c], h[static_cast<long>(r) * a.hidden + k], acc);
     a.dw[i] = acc;
   } else if (task < dw_count + a.classes) {
     // db[c]: column_sums of dz.
@@ -148,10 +154,10 @@ void classifier_head(const ClassifierHeadArgs& a, cudaStream_t stream) {
                                 std::to_string(a.classes) +
                                 " classes do not fit in one block's shared memory");
   }
-  if (!a.h || !a.w || !a.b || !a.labels || !a.logits || !a.dlogits || !a.loss_sum || !a.dw || !a.db ||
-      !a.dh || !a.dh_sums) {
+  // The per-row buffers are not touched without rows (and an empty device buffer has no address).
+  const bool rows_given = a.batch == 0 || (a.h && a.labels && a.logits && a.dlogits && a.dh);
+  if (!rows_given || !a.w || !a.b || !a.loss_sum || !a.dw || !a.db || !a.dh_sums)
     throw std::invalid_argument("classifier_head: null pointer");
-  }
   const auto shared = static_cast<std::size_t>(shared_bytes(a.batch, a.classes));
   classifier_head_kernel<<<head_split::grid_blocks(a.hidden, a.classes), kThreads, shared, stream>>>(a);
   CUDA_CHECK_LAUNCH();

@@ -6,7 +6,9 @@
 //
 // Every output equals the plain path's with --gemm naive, tiled, blocked or slab to the bit: each element is
 // summed by one thread in the order those GEMMs use (k ascending, fused multiply-adds from 0, then the
-// epilogue), the bias gradients in row order as column_sums does, and the loss as softmax_xent does.
+// epilogue), the bias gradients in row order as column_sums does, and the loss as softmax_xent does. One
+// caveat, which data never meets: tiled and blocked run their padding through fma(0, 0, acc), which turns a
+// sum of -0 (possible only through underflow) into +0, where the head, like naive and slab, keeps the -0.
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -26,8 +28,9 @@ bool classifier_head_fits(int batch, int classes);
 //   -> dw: [classes, hidden] = dlogits^T h      db: [classes] = column sums of dlogits
 //   -> dh: [batch, hidden] = dlogits w, 0 where h <= 0 (the ReLU's mask)
 //   -> dh_sums: [hidden] = column sums of dh (fc1's bias gradient)
-// Every output is overwritten; batch 0 gives zeros (and writes no rows). Throws std::invalid_argument for a
-// bad shape or one that does not fit (classifier_head_fits).
+// Every output is overwritten; batch 0 gives zeros and reads and writes no rows (the per-row pointers may
+// then be null). Throws std::invalid_argument for a bad shape, a null pointer, or a shape that does not fit
+// (classifier_head_fits).
 struct ClassifierHeadArgs {
   const float* h = nullptr;
   const float* w = nullptr;

@@ -33,18 +33,35 @@ __global__ void __launch_bounds__(kThreads) gemm_slab_kernel(GemmProblem p) {
   float acc = 0.0f;
   for (int k0 = 0; k0 < p.k; k0 += kSlabK) {
     const int slab = min(kSlabK, p.k - k0);
-    // Stage the slabs; consecutive threads walk the operand's contiguous dimension so that reads coalesce.
-    for (int idx = tid; idx < kTileM * kSlabK; idx += kThreads) {
-      const int ml = kTransA ? idx % kTileM : idx / kSlabK;  // A stored [k, m] when transposed, else [m, k]
-      const int kl = kTransA ? idx / kTileM : idx % kSlabK;
-      const int r = row0 + ml;
-      slab_a[ml][kl] = (r < p.m && kl < slab) ? detail::load_op<kTransA>(a, p.lda, r, k0 + kl) : 0.0f;
+    // Stage the slabs, as far as this slab reaches along k (the products of a step have k as small as 10);
+    // consecutive threads walk the operand's contiguous dimension so that reads coalesce.
+    if constexpr (kTransA) {  // A stored [k, m]: along the tile's rows
+      for (int idx = tid; idx < kTileM * slab; idx += kThreads) {
+        const int ml = idx % kTileM;
+        const int kl = idx / kTileM;
+        const int r = row0 + ml;
+        slab_a[ml][kl] = r < p.m ? detail::load_op<true>(a, p.lda, r, k0 + kl) : 0.0f;
+      }
+    } else {  // A stored [m, k]: along k, a row at a time
+      for (int ml = 0; ml < kTileM; ++ml) {
+        const int r = row0 + ml;
+        for (int kl = tid; kl < slab; kl += kThreads)
+          slab_a[ml][kl] = r < p.m ? detail::load_op<false>(a, p.lda, r, k0 + kl) : 0.0f;
+      }
     }
-    for (int idx = tid; idx < kTileN * kSlabK; idx += kThreads) {
-      const int nl = kTransB ? idx / kSlabK : idx % kTileN;  // B stored [n, k] when transposed, else [k, n]
-      const int kl = kTransB ? idx % kSlabK : idx / kTileN;
-      const int c = col0 + nl;
-      slab_b[nl][kl] = (c < p.n && kl < slab) ? detail::load_op<kTransB>(b, p.ldb, k0 + kl, c) : 0.0f;
+    if constexpr (kTransB) {  // B stored [n, k]: along k, a column of op(B) at a time
+      for (int nl = 0; nl < kTileN; ++nl) {
+        const int c = col0 + nl;
+        for (int kl = tid; kl < slab; kl += kThreads)
+          slab_b[nl][kl] = c < p.n ? detail::load_op<true>(b, p.ldb, k0 + kl, c) : 0.0f;
+      }
+    } else {  // B stored [k, n]: along the tile's columns
+      for (int idx = tid; idx < kTileN * slab; idx += kThreads) {
+        const int nl = idx % kTileN;
+        const int kl = idx / kTileN;
+        const int c = col0 + nl;
+        slab_b[nl][kl] = c < p.n ? detail::load_op<false>(b, p.ldb, k0 + kl, c) : 0.0f;
+      }
     }
     __syncthreads();
     for (int kl = 0; kl < slab; ++kl)

@@ -162,11 +162,21 @@ TEST_CASE("the classifier head refuses shapes it cannot take", "[gpu][classifier
   CHECK_FALSE(cuda::classifier_head_fits(602, 10));
   CHECK_FALSE(cuda::classifier_head_fits(-1, 10));
   CHECK_FALSE(cuda::classifier_head_fits(64, 0));
-  cuda::ClassifierHeadArgs args;  // null pointers: refused before any launch
+  cuda::ClassifierHeadArgs args;
   args.batch = 64;
   args.hidden = 256;
   args.classes = 10;
-  CHECK_THROWS_AS(cuda::classifier_head(args, nullptr), std::invalid_argument);
+  using Catch::Matchers::Contains;
+  CHECK_THROWS_WITH(cuda::classifier_head(args, nullptr), Contains("null pointer"));
+  // Every pointer set (refused before any launch, so one small buffer serves): only the size is wrong.
+  DeviceBuffer<float> floats(1);
+  DeviceBuffer<std::uint8_t> bytes(1);
+  args.h = args.w = args.b = floats.data();
+  args.labels = bytes.data();
+  args.logits = args.dlogits = args.loss_sum = args.dw = args.db = args.dh = args.dh_sums = floats.data();
   args.batch = 602;
-  CHECK_THROWS_AS(cuda::classifier_head(args, nullptr), std::invalid_argument);
+  CHECK_THROWS_WITH(cuda::classifier_head(args, nullptr), Contains("do not fit"));
+  args.batch = 64;
+  args.classes = 0;
+  CHECK_THROWS_WITH(cuda::classifier_head(args, nullptr), Contains("bad shape"));
 }

@@ -67,7 +67,8 @@ struct Run {
 // it would carry the NaN into the parameters. observe: the loss of every step (the host then waits for the
 // device after every step); otherwise the host never waits until the run is over, and the replays run as
 // far ahead of the host as they can.
-Run train(const DataSplits& data, const CudaStepOptions& step, int replicas, Reduce reduce, bool observe) {
+Run train(const DataSplits& data, const CudaStepOptions& step, int replicas, Reduce reduce, bool observe,
+          int batch = kBatch) {
   const bool graphs = step.cuda_graphs;
   std::vector<std::unique_ptr<Replica>> owned;
   std::vector<Replica*> raw;
@@ -102,7 +103,7 @@ Run train(const DataSplits& data, const CudaStepOptions& step, int replicas, Red
   TrainConfig config;
   config.epochs = 1000;  // max_steps ends the run
   config.max_steps = kSteps;
-  config.batch_size = kBatch;
+  config.batch_size = batch;
   config.sgd.momentum = 0.9f;
   config.seed = kSeed;
   config.log_interval = observe ? 1 : 0;
@@ -221,6 +222,16 @@ TEST_CASE("the fused head gives the plain path's parameters after 100 steps, wit
       CHECK(fused.fused_head_steps[r] == kSteps);
     }
   }
+}
+
+TEST_CASE("a shard too large for the fused head runs the plain launches, with the same results",
+          "[gpu][fused_head]") {
+  // Batch 700 over 1,000 rows: steps of 700 rows (over the 601 the head takes) and of 300 (under), in turn.
+  const DataSplits data = testing::synthetic_splits(1000, 10, 53);
+  const Run plain = train(data, {GemmImpl::blocked, false, false}, 1, Reduce::nccl, true, 700);
+  const Run fused = train(data, {GemmImpl::blocked, false, true}, 1, Reduce::nccl, true, 700);
+  check_same(fused, plain, GemmImpl::blocked);
+  CHECK(fused.fused_head_steps[0] == kSteps / 2);
 }
 
 TEST_CASE("a recorded step is launched the plain way when its gradients are read before its SGD step",
