@@ -293,13 +293,40 @@ void CudaReplica::set_epoch_order(std::span<const std::int32_t> order) {
   order_set_ = true;
 }
 
-void CudaReplica::forward(int rows) {
+void CudaReplica::fc1_forward(int rows) {
   const auto w = ParamViews<float>::of(params_.data());
-  const cuda::GemmContext ctx = gemm_context();
   cuda::linear_forward(x_.data(), w.fc1_weight, w.fc1_bias, h_.data(), {rows, L::kInput, L::kHidden}, true,
-                       ctx);
+                       gemm_context());
+}
+
+void CudaReplica::forward(int rows) {
+  fc1_forward(rows);
+  const auto w = ParamViews<float>::of(params_.data());
   cuda::linear_forward(h_.data(), w.fc2_weight, w.fc2_bias, logits_.data(), {rows, L::kHidden, L::kClasses},
-                       false, ctx);
+                       false, gemm_context());
+}
+
+void CudaReplica::enqueue_classifier_head(int rows, float grad_scale) {
+  const auto w = ParamViews<float>::of(params_.data());
+  const auto g = ParamViews<float>::of(grads_.data());
+  cuda::ClassifierHeadArgs head;
+  head.h = h_.data();
+  head.w = w.fc2_weight;
+  head.b = w.fc2_bias;
+  head.labels = y_.data();
+  head.logits = logits_.data();
+  head.dlogits = dlogits_.data();
+  head.loss_sum = grads_.data() + L::kLossSlot;
+  head.dw = g.fc2_weight;
+  head.db = g.fc2_bias;
+  head.dh = dh_.data();
+  head.dh_sums = g.fc1_bias;
+  head.batch = rows;
+  head.hidden = L::kHidden;
+  head.classes = L::kClasses;
+  head.grad_scale = grad_scale;
+  cuda::classifier_head(head, stream_.get());
+  ++fused_head_steps_;
 }
 
 void CudaReplica::compute_gradients(int first, int count, int global_batch) {
@@ -356,41 +383,23 @@ void CudaReplica::enqueue_gradients(int first, int count, int global_batch, bool
     cuda::gather_normalize(train_images_.data(), train_labels_.data(), order_.data() + first, x_.data(),
                            y_.data(), count, L::kInput, s);
   }
+  // Scaled by 1 / global batch, not 1 / count: the replicas' gradients then sum to the global batch's.
+  const float grad_scale = 1.0f / static_cast<float>(global_batch);
+  mark(Mark::forward);
   if (fused_head_ && cuda::classifier_head_fits(count, L::kClasses)) {
-    // fc1's forward; then one kernel from fc2's forward to fc1's bias gradient (the trace's "loss" span);
-    // then fc1's weight gradient.
-    mark(Mark::forward);
-    cuda::linear_forward(x_.data(), w.fc1_weight, w.fc1_bias, h_.data(), {count, L::kInput, L::kHidden}, true,
-                         ctx);
+    // fc1's forward; one kernel from fc2's forward to fc1's bias gradient (the trace's "loss" span); fc1's
+    // weight gradient.
+    fc1_forward(count);
     mark(Mark::loss);
-    cuda::ClassifierHeadArgs head;
-    head.h = h_.data();
-    head.w = w.fc2_weight;
-    head.b = w.fc2_bias;
-    head.labels = y_.data();
-    head.logits = logits_.data();
-    head.dlogits = dlogits_.data();
-    head.loss_sum = grads_.data() + L::kLossSlot;
-    head.dw = g.fc2_weight;
-    head.db = g.fc2_bias;
-    head.dh = dh_.data();
-    head.dh_sums = g.fc1_bias;
-    head.batch = count;
-    head.hidden = L::kHidden;
-    head.classes = L::kClasses;
-    head.grad_scale = 1.0f / static_cast<float>(global_batch);
-    cuda::classifier_head(head, s);
-    ++fused_head_steps_;
+    enqueue_classifier_head(count, grad_scale);
     mark(Mark::backward);
     cuda::linear_backward(dh_.data(), x_.data(), w.fc1_weight, g.fc1_weight, nullptr, nullptr,
                           {count, L::kInput, L::kHidden}, false, ctx);
   } else {
-    mark(Mark::forward);
     forward(count);
     mark(Mark::loss);
-    // Scaled by 1 / global batch, not 1 / count: the replicas' gradients then sum to the global batch's.
     cuda::softmax_xent(logits_.data(), y_.data(), dlogits_.data(), grads_.data() + L::kLossSlot, count,
-                       L::kClasses, 1.0f / static_cast<float>(global_batch), s);
+                       L::kClasses, grad_scale, s);
     mark(Mark::backward);
     cuda::linear_backward(dlogits_.data(), h_.data(), w.fc2_weight, g.fc2_weight, g.fc2_bias, dh_.data(),
                           {count, L::kHidden, L::kClasses}, true, ctx);

@@ -159,8 +159,12 @@ class CudaReplica final : public Replica {
   void activate() const;
   void ensure_rows(int rows);
   cuda::GemmContext gemm_context() const;
-  // The forward pass of rows already gathered into x_ (and y_): h_ and logits_.
+  // The forward pass of rows already gathered into x_ (and y_): h_ (fc1_forward), then logits_.
+  void fc1_forward(int rows);
   void forward(int rows);
+  // The fused classifier head over h_ and y_: logits_, dlogits_, the loss slot, fc2's gradients, dh_ and
+  // fc1's bias gradient.
+  void enqueue_classifier_head(int rows, float grad_scale);
   // Records a timeline mark on the stream while steps are being traced.
   void mark(Mark m);
   bool tracing() const { return trace_remaining_ > 0; }
