@@ -11,7 +11,7 @@ namespace mnistdp::bench {
 
 struct EpochBenchOptions {
   int device = 0;
-  int repeats = 10;  // timed epochs per variant and round, after one warm-up epoch
+  int repeats = 10;  // timed epochs per variant and round, after two warm-up epochs
   int rounds = 3;    // every variant once per round, in turn: drift on the machine hits them alike
   int train_rows = 60000;
   std::string gemm = "blocked";

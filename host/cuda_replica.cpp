@@ -358,15 +358,16 @@ void CudaReplica::compute_gradients(int first, int count, int global_batch) {
     return;
   }
   if (owns_all_reduce()) {  // the whole step, as one graph, once sgd_step knows its settings
+    // A step flushed above without its SGD step owes no all-reduce any more: this one overwrites its
+    // gradients.
+    all_reduce_owed_ = false;
     pending_ = PendingStep{first, count, global_batch};
     return;
   }
   StepShape shape;
   shape.count = count;
   shape.global_batch = global_batch;
-  run_graphed(
-      shape, first, [&] { enqueue_gradients(first, count, global_batch, false); },
-      [&] { enqueue_gradients(first, count, global_batch, true); });
+  run_graphed(shape, first, [&] { enqueue_gradients(first, count, global_batch, true); });
 }
 
 void CudaReplica::enqueue_gradients(int first, int count, int global_batch, bool from_cursor) {
@@ -423,13 +424,11 @@ void CudaReplica::sgd_step(const SgdConfig& cfg) {
     shape.global_batch = p.global_batch;
     shape.whole_step = true;
     shape.sgd = cfg;
-    auto whole_step = [&](bool from_cursor) {
-      enqueue_gradients(p.first, p.count, p.global_batch, from_cursor);
+    run_graphed(shape, p.first, [&] {
+      enqueue_gradients(p.first, p.count, p.global_batch, true);
       all_reduce_(stream_.get());
       enqueue_sgd(cfg, false);
-    };
-    run_graphed(
-        shape, p.first, [&] { whole_step(false); }, [&] { whole_step(true); });
+    });
   } else {
     flush_pending();  // the first step with momentum: the plain way
     if (all_reduce_owed_) {
@@ -467,34 +466,36 @@ void CudaReplica::flush_pending() {
   all_reduce_owed_ = owns_all_reduce();
 }
 
-void CudaReplica::run_graphed(const StepShape& shape, int first, const std::function<void()>& plain,
-                              const std::function<void()>& capture) {
+void CudaReplica::run_graphed(const StepShape& shape, int first, const std::function<void()>& enqueue) {
   const auto same = [&](const StepGraph& g) {
     return g.shape.count == shape.count && g.shape.global_batch == shape.global_batch &&
            g.shape.whole_step == shape.whole_step && (!shape.whole_step || same_sgd(g.shape.sgd, shape.sgd));
   };
-  auto found = std::find_if(graphs_.begin(), graphs_.end(), same);
-  if (found == graphs_.end()) {
-    // First sight of this shape: run it the plain way (see the header: lazy set-up must not happen during a
-    // capture), and remember it, so that the next step of this shape is captured.
+  const cudaStream_t s = stream_.get();
+  const auto found = std::find_if(graphs_.begin(), graphs_.end(), same);
+  const bool first_sight = found == graphs_.end();
+  if (first_sight) {
     if (graphs_.size() >= kMaxGraphs) graphs_.clear();
     graphs_.push_back(StepGraph{shape, std::nullopt});
-    ++graph_counts_.plain;
-    plain();
-    return;
-  }
-  const cudaStream_t s = stream_.get();
-  if (!found->exec) {
-    const CudaGraph graph = capture_graph(s, capture);
+  } else if (!found->exec) {
+    const CudaGraph graph = capture_graph(s, enqueue);
     found->exec.emplace(graph);
     found->exec->upload(s);
     ++graph_counts_.captured;
   }
   if (cursor_host_ != first) cuda::set_cursor(cursor_.data(), first, s);
-  cursor_host_ = -1;  // unknown until the launch has been accepted
-  found->exec->launch(s);
+  cursor_host_ = -1;  // unknown until the launches have been accepted
+  if (first_sight) {
+    // The kernels the graph will hold, launched one by one: whatever is set up on first use (modules,
+    // NCCL's connections, cuBLAS's workspace) is then in place before the capture, which would refuse it.
+    // The next step of this shape is captured.
+    enqueue();
+    ++graph_counts_.plain;
+  } else {
+    found->exec->launch(s);
+    ++graph_counts_.replayed;
+  }
   cursor_host_ = first + shape.global_batch;
-  ++graph_counts_.replayed;
 }
 
 void CudaReplica::adopt_all_reduce(AllReduceFn all_reduce) {
@@ -516,6 +517,11 @@ void CudaReplica::release_all_reduce() noexcept {
     activate();
     if (pending_) flush_pending();
     if (all_reduce_owed_) all_reduce_(stream_.get());
+  } catch (...) {
+    static_cast<void>(cudaGetLastError());
+  }
+  // Whatever failed above, the graphs may be dropped only once the stream has finished with them.
+  try {
     stream_.synchronize();
   } catch (...) {
     static_cast<void>(cudaGetLastError());

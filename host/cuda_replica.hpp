@@ -25,10 +25,11 @@
 //   sets it with one small kernel only when the next step starts elsewhere (a new epoch, a resumed run). A
 //   graph is therefore keyed by the step's shape alone: rows, global batch and SGD settings. Training at
 //   batch 64 needs two: the full batch and the epoch's short last one.
-// - The first step of each shape runs the plain way, so that whatever is set up lazily on first use (module
-//   loading, NCCL's connections, cuBLAS's workspace) is in place before a capture, during which it would be
-//   refused; the second captures and replays, and later ones replay. The first SGD step with momentum (which
-//   initialises the buffer) and traced steps always run the plain way.
+// - The first step of each shape launches the graph's own kernels one by one (the offset read from the
+//   device counter too), so that whatever is set up lazily on first use (module loading, NCCL's
+//   connections, cuBLAS's workspace) is in place before a capture, during which it would be refused; the
+//   second captures and replays, and later ones replay. The first SGD step with momentum (which initialises
+//   the buffer) and traced steps always run the plain way.
 // - The graph replays exactly the kernels of the plain path, with the same grids and arguments (the gather
 //   reads the same offset, from the device instead of from its arguments); every kernel is deterministic, so
 //   a replayed step gives the plain step's results to the bit (cuBLAS aside: it may choose its algorithm
@@ -193,10 +194,10 @@ class CudaReplica final : public Replica {
   void enqueue_sgd(const SgdConfig& cfg, bool first_step);
   // Launches a recorded step's gradients the plain way; its all-reduce, if adopted, is then owed to sgd_step.
   void flush_pending();
-  // Runs one step (or its gradients) of `shape` starting at row `first`: the plain launches the first time
-  // the shape is seen, then the graph of `capture` (captured once), replayed.
-  void run_graphed(const StepShape& shape, int first, const std::function<void()>& plain,
-                   const std::function<void()>& capture);
+  // Runs one step (or its gradients) of `shape` starting at row `first`, with `enqueue` putting its
+  // launches on the stream (the row offset read from cursor_): launch by launch the first time the shape is
+  // seen, then as the graph of `enqueue` (captured once), replayed.
+  void run_graphed(const StepShape& shape, int first, const std::function<void()>& enqueue);
 
   int device_;
   GemmImpl gemm_;

@@ -26,7 +26,10 @@ CudaGraph capture_graph(cudaStream_t stream, const std::function<void()>& enqueu
     throw;
   }
   cudaGraph_t graph = nullptr;
-  CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  if (const cudaError_t status = cudaStreamEndCapture(stream, &graph); status != cudaSuccess) {
+    static_cast<void>(cudaGetLastError());  // as above: not left for a later check to report
+    CUDA_CHECK(status);
+  }
   return CudaGraph(graph);
 }
 
