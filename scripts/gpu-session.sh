@@ -22,8 +22,28 @@ else
   echo "gpu-session: gpu-check.sh exited with $check_rc; no benchmarks" | tee "$OUT/bench-skipped.txt"
 fi
 
+# A record to keep beside the logs (bench/results/DATE_DEVICE/README.md): how it was run, and both summaries.
+{
+  echo "# Checks and benchmarks on a GPU"
+  echo
+  echo "    TOTAL=$TOTAL BENCH_MIN=$BENCH_MIN scripts/gpu-session.sh"
+  echo
+  echo "- date: $(date -u +%Y-%m-%dT%H:%M:%SZ); commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "- device: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null |
+    head -1 || true)"
+  echo "- logs: check/ (scripts/gpu-check.sh), bench/ (scripts/gpu-bench.sh)"
+  for part in check bench; do
+    if [ -f "$OUT/$part/summary.txt" ]; then
+      echo
+      echo "## $part"
+      echo
+      sed 's/^/    /' "$OUT/$part/summary.txt"
+    fi
+  done
+} >"$OUT/README.md"
+
 echo
-echo "=== gpu-session summary (${SECONDS}s of ${TOTAL}s) ==="
+echo "=== gpu-session summary (${SECONDS}s of ${TOTAL}s; $OUT/README.md) ==="
 for part in check bench; do
   [ -f "$OUT/$part/summary.txt" ] && cat "$OUT/$part/summary.txt"
 done
