@@ -29,8 +29,8 @@ fi
   echo "    TOTAL=$TOTAL BENCH_MIN=$BENCH_MIN scripts/gpu-session.sh"
   echo
   echo "- date: $(date -u +%Y-%m-%dT%H:%M:%SZ); commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
-  echo "- device: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null |
-    head -1 || true)"
+  device=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)
+  echo "- device (name, driver, memory): ${device:-none}"
   echo "- logs: check/ (scripts/gpu-check.sh), bench/ (scripts/gpu-bench.sh)"
   for part in check bench; do
     if [ -f "$OUT/$part/summary.txt" ]; then
