@@ -1,4 +1,6 @@
 // Device helpers of the GPU benchmarks (bench_device.hpp has the contracts).
+#include <cooperative_groups.h>
+
 #include <algorithm>
 
 #include "bench/bench_device.hpp"
@@ -11,6 +13,12 @@ constexpr int kThreads = 256;
 constexpr std::size_t kMaxBlocks = 4096;  // grid-stride loops past this
 
 __global__ void empty_kernel() {}
+
+__global__ void __launch_bounds__(kThreads) grid_barriers_kernel(int barriers) {
+  const cooperative_groups::grid_group grid = cooperative_groups::this_grid();
+  for (int i = 0; i < barriers; ++i)
+    grid.sync();
+}
 
 // A 32-bit integer hash (the "lowbias32" finaliser): good enough to make benchmark inputs, cheap on the
 // device.
@@ -70,6 +78,20 @@ unsigned blocks_for(std::size_t n) {
 void launch_empty(cudaStream_t stream) {
   empty_kernel<<<1, 1, 0, stream>>>();
   CUDA_CHECK_LAUNCH();
+}
+
+int launch_grid_barriers(int barriers, cudaStream_t stream) {
+  int device = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  int cooperative = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, device));
+  if (!cooperative) CUDA_CHECK(cudaErrorNotSupported);
+  int sms = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  void* args[] = {&barriers};
+  CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(grid_barriers_kernel), dim3(sms),
+                                         dim3(kThreads), args, 0, stream));
+  return sms;
 }
 
 void fill_uniform(float* p, std::size_t n, std::uint32_t seed, float lo, float hi, cudaStream_t stream) {

@@ -12,6 +12,12 @@ namespace mnistdp::bench {
 // One block of one thread that does nothing: what a launch costs when the kernel itself costs nothing.
 void launch_empty(cudaStream_t stream);
 
+// A persistent kernel's phase boundary, alone: one cooperative launch of one block of 256 threads per SM of
+// the current device that crosses `barriers` grid-wide barriers (cooperative_groups::this_grid().sync())
+// and does nothing else. Returns the number of blocks launched; throws CudaError where the device has no
+// cooperative launch.
+int launch_grid_barriers(int barriers, cudaStream_t stream);
+
 // p: [n] <- uniform values in [lo, hi) from a counter-based hash of (seed, index): the same seed gives the
 // same values on every device and run.
 void fill_uniform(float* p, std::size_t n, std::uint32_t seed, float lo, float hi, cudaStream_t stream);

@@ -32,6 +32,13 @@ Stats summarize(std::vector<double> us, long launches) {
   return s;
 }
 
+Stats per_operation(const Stats& s, double per_launch) {
+  Stats out = s;
+  for (double* t : {&out.median, &out.p10, &out.p90, &out.min, &out.max})
+    *t /= per_launch;
+  return out;
+}
+
 nlohmann::json to_json(const Stats& s, bool with_launches) {
   nlohmann::json j{{"median_us", s.median}, {"p10_us", s.p10}, {"p90_us", s.p90},
                    {"min_us", s.min},       {"max_us", s.max}, {"repeats", s.repeats}};

@@ -21,6 +21,8 @@ struct Stats {
 
 // Sorts `us` (one value per repeat, microseconds per launch) and summarises it.
 Stats summarize(std::vector<double> us, long launches);
+// The same timings per one of the `per_launch` operations each launch does (the times divided by it).
+Stats per_operation(const Stats& s, double per_launch);
 // median_us, p10_us, p90_us, min_us, max_us, repeats and, with with_launches, launches_per_timing (a
 // benchmark whose every timing is one operation leaves it out).
 nlohmann::json to_json(const Stats& s, bool with_launches = true);

@@ -146,7 +146,13 @@ struct Ceilings {
   Stats empty_stream;
   Stats empty_graph;
   Stats empty_sync;  // host clock: launch, then cudaStreamSynchronize
+  // A grid-wide barrier of a persistent kernel (one block per SM): the time of a launch that crosses
+  // kGridBarriers of them, per barrier.
+  Stats grid_barrier;
+  int grid_barrier_blocks = 0;
 };
+
+constexpr int kGridBarriers = 1000;
 
 // ------------------------------------------------------------------------------------------------ checks
 
@@ -594,6 +600,12 @@ class Runner {
         if (i >= 200) us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
       }
       ceil_.empty_sync = summarize(std::move(us), 1);
+      // The launch's own cost is spread over the barriers: a few nanoseconds of each.
+      cfg.max_launches = 20;
+      cfg.target_ms = 20.0;
+      ceil_.grid_barrier = time_stream(
+          [&](long) { ceil_.grid_barrier_blocks = launch_grid_barriers(kGridBarriers, s); }, s, cfg);
+      ceil_.grid_barrier = per_operation(ceil_.grid_barrier, kGridBarriers);
     }
   }
 
@@ -959,8 +971,11 @@ class Runner {
                ceil_.copy_bytes >> 20, ceil_.copy_gbs, ceil_.copy.median / 1e3);
     fmt::print(
         "  latency    empty kernel: {:.2f} us per launch on a stream, {:.2f} us per node in a graph, "
-        "{:.2f} us launch + synchronize\n\n",
+        "{:.2f} us launch + synchronize\n",
         ceil_.empty_stream.median, ceil_.empty_graph.median, ceil_.empty_sync.median);
+    fmt::print(
+        "  barrier    grid-wide, {} blocks of 256 (one per SM), in one cooperative launch: {:.3f} us\n\n",
+        ceil_.grid_barrier_blocks, ceil_.grid_barrier.median);
   }
 
   void print_header() const {
@@ -1024,7 +1039,12 @@ class Runner {
           {"empty_kernel",
            {{"stream", to_json(ceil_.empty_stream)},
             {"graph", to_json(ceil_.empty_graph)},
-            {"launch_and_sync_host_clock", to_json(ceil_.empty_sync)}}}}},
+            {"launch_and_sync_host_clock", to_json(ceil_.empty_sync)}}},
+          {"grid_barrier",
+           {{"blocks", ceil_.grid_barrier_blocks},
+            {"threads_per_block", 256},
+            {"barriers_per_launch", kGridBarriers},
+            {"per_barrier", to_json(ceil_.grid_barrier)}}}}},
         {"rows", rows}};
   }
 
