@@ -4,18 +4,14 @@
 
 #include "kernels/cuda_check.hpp"
 #include "kernels/gather_cuda.hpp"
+#include "kernels/normalize_pixel.cuh"
 
 namespace mnistdp::cuda {
 namespace {
 
 constexpr int kThreads = 256;
 
-// ref::normalize_pixel, (p / 255 - 0.5) / 0.5, written with round-to-nearest intrinsics: they pin the three
-// operations and their order, so that neither contraction nor a reciprocal can make the result differ from
-// the CPU's by an ulp (the batch must be equal to the bit).
-__device__ __forceinline__ float normalize_pixel(unsigned p) {
-  return __fdiv_rn(__fsub_rn(__fdiv_rn(static_cast<float>(p), 255.0f), 0.5f), 0.5f);
-}
+using detail::normalize_pixel;
 
 // kVec4: pixels % 4 == 0 and the bases aligned, so every row starts 4-byte aligned in images and 16-byte
 // aligned in x; each thread then moves 4 pixels with one 32-bit load and one 128-bit store.

@@ -2,33 +2,24 @@
 // tiles give fc1's forward product (64 x 256 x 784) 4 blocks on a GPU of 132 SMs; v4 gives a block an 8 x 16
 // tile, one element per thread as in v1 and v2 (128 blocks for that product), and stages the operands in
 // slabs of 256 along k rather than v2's 16, so that a block waits for memory 4 times over k = 784 instead of
-// 49. Each element is summed by one thread, k ascending, as in every other version: the same bits.
+// 49. Each element is summed by one thread, k ascending, as in every other version: the same bits. The
+// tiling, the staging of B and the sum are gemm_slab.cuh's, shared with the fused step's first kernel.
 #include "kernels/cuda_check.hpp"
 #include "kernels/gemm_common.cuh"
+#include "kernels/gemm_slab.cuh"
 
 namespace mnistdp::cuda {
 namespace {
 
-constexpr int kTileM = 8;
-constexpr int kTileN = 16;  // along the columns of C, so that a half-warp's stores coalesce
-constexpr int kThreads = kTileM * kTileN;
-constexpr int kSlabK = 256;
-// Slabs are stored [row or column][k]. Each thread reads along k; a row length of 1 (mod 32) puts the 16
-// columns a warp reads at one k in 16 distinct banks.
-constexpr int kPad = 1;
+using namespace detail::slab;
 
 template <bool kTransA, bool kTransB>
 __global__ void __launch_bounds__(kThreads) gemm_slab_kernel(GemmProblem p) {
-  __shared__ float slab_a[kTileM][kSlabK + kPad];  // rows of op(A), [m][k]
-  __shared__ float slab_b[kTileN][kSlabK + kPad];  // columns of op(B), [n][k]
-
+  __shared__ Slabs s;
   const float* __restrict__ a = p.a;  // op(A): [m, k]
-  const float* __restrict__ b = p.b;  // op(B): [k, n]
-  const int tid = threadIdx.x;
-  const int tx = tid % kTileN;
-  const int ty = tid / kTileN;
-  const int row0 = blockIdx.y * kTileM;
-  const int col0 = blockIdx.x * kTileN;
+  const int tid = static_cast<int>(threadIdx.x);
+  const int row0 = static_cast<int>(blockIdx.y) * kTileM;
+  const int col0 = static_cast<int>(blockIdx.x) * kTileN;
 
   float acc = 0.0f;
   for (int k0 = 0; k0 < p.k; k0 += kSlabK) {
@@ -40,37 +31,23 @@ __global__ void __launch_bounds__(kThreads) gemm_slab_kernel(GemmProblem p) {
         const int ml = idx % kTileM;
         const int kl = idx / kTileM;
         const int r = row0 + ml;
-        slab_a[ml][kl] = r < p.m ? detail::load_op<true>(a, p.lda, r, k0 + kl) : 0.0f;
+        s.a[ml][kl] = r < p.m ? detail::load_op<true>(a, p.lda, r, k0 + kl) : 0.0f;
       }
     } else {  // A stored [m, k]: along k, a row at a time
       for (int ml = 0; ml < kTileM; ++ml) {
         const int r = row0 + ml;
         for (int kl = tid; kl < slab; kl += kThreads)
-          slab_a[ml][kl] = r < p.m ? detail::load_op<false>(a, p.lda, r, k0 + kl) : 0.0f;
+          s.a[ml][kl] = r < p.m ? detail::load_op<false>(a, p.lda, r, k0 + kl) : 0.0f;
       }
     }
-    if constexpr (kTransB) {  // B stored [n, k]: along k, a column of op(B) at a time
-      for (int nl = 0; nl < kTileN; ++nl) {
-        const int c = col0 + nl;
-        for (int kl = tid; kl < slab; kl += kThreads)
-          slab_b[nl][kl] = c < p.n ? detail::load_op<true>(b, p.ldb, k0 + kl, c) : 0.0f;
-      }
-    } else {  // B stored [k, n]: along the tile's columns
-      for (int idx = tid; idx < kTileN * slab; idx += kThreads) {
-        const int nl = idx % kTileN;
-        const int kl = idx / kTileN;
-        const int c = col0 + nl;
-        slab_b[nl][kl] = c < p.n ? detail::load_op<false>(b, p.ldb, k0 + kl, c) : 0.0f;
-      }
-    }
+    stage_b<kTransB>(s, p.b, p.ldb, p.n, col0, k0, slab);
     __syncthreads();
-    for (int kl = 0; kl < slab; ++kl)
-      acc += slab_a[ty][kl] * slab_b[tx][kl];
+    acc = accumulate(s, slab, acc);
     __syncthreads();  // the next slab overwrites these
   }
 
-  const int row = row0 + ty;
-  const int col = col0 + tx;
+  const int row = row0 + ty();
+  const int col = col0 + tx();
   if (row < p.m && col < p.n) {
     p.c[static_cast<long>(row) * p.ldc + col] =
         detail::apply_epilogue(acc, row, col, p.bias, p.relu, p.mask, p.ldc);

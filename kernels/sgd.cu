@@ -1,12 +1,11 @@
 // The fused SGD step: each element of the parameter buffer is read, updated and written once, in one launch.
-// The arithmetic is spelled out with round-to-nearest intrinsics, in ref::sgd_step's order, so that nvcc
-// cannot fuse a multiply and an add into an FMA: the GPU step then rounds exactly as the plain C++ reference
-// does.
+// The element's arithmetic is sgd_update.cuh's, which rounds exactly as the plain C++ reference does.
 #include <algorithm>
 #include <stdexcept>
 
 #include "kernels/cuda_check.hpp"
 #include "kernels/sgd_cuda.hpp"
+#include "kernels/sgd_update.cuh"
 
 namespace mnistdp::cuda {
 namespace {
@@ -18,20 +17,9 @@ __global__ void __launch_bounds__(kThreads) sgd_kernel(float* __restrict__ param
                                                        const float* __restrict__ grads,  // [n]
                                                        float* __restrict__ momentum,     // [n] or nullptr
                                                        std::size_t n, SgdConfig cfg, bool first_step) {
-  const bool use_momentum = cfg.momentum != 0.0f;
-  const float damp = 1.0f - cfg.dampening;
   for (std::size_t i = blockIdx.x * static_cast<std::size_t>(kThreads) + threadIdx.x; i < n;
-       i += static_cast<std::size_t>(gridDim.x) * kThreads) {
-    const float p = params[i];
-    float g = grads[i];
-    if (cfg.weight_decay != 0.0f) g = __fadd_rn(g, __fmul_rn(cfg.weight_decay, p));
-    if (use_momentum) {
-      const float buf = first_step ? g : __fadd_rn(__fmul_rn(cfg.momentum, momentum[i]), __fmul_rn(damp, g));
-      momentum[i] = buf;
-      g = cfg.nesterov ? __fadd_rn(g, __fmul_rn(cfg.momentum, buf)) : buf;
-    }
-    params[i] = __fsub_rn(p, __fmul_rn(cfg.lr, g));
-  }
+       i += static_cast<std::size_t>(gridDim.x) * kThreads)
+    params[i] = detail::sgd_element(params[i], grads[i], momentum ? momentum + i : nullptr, cfg, first_step);
 }
 
 }  // namespace

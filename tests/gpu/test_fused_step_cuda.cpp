@@ -1,0 +1,201 @@
+// The fused step's own kernels against the plain path's launches, to the bit: the batch gathered inside the
+// first layer's forward product (gather_linear_cuda.hpp) against gather_normalize_at and linear_forward,
+// and the weight gradient with every parameter's SGD step (weight_gradient_sgd_cuda.hpp) against the weight
+// GEMM and sgd_step. Shapes that fit no tile, every output poisoned before the launch.
+#include <catch2/catch.hpp>
+
+#include <limits>
+
+#include "kernels/gather_cuda.hpp"
+#include "kernels/gather_linear_cuda.hpp"
+#include "kernels/gemm_cuda.hpp"
+#include "kernels/linear_cuda.hpp"
+#include "kernels/sgd_cuda.hpp"
+#include "kernels/weight_gradient_sgd_cuda.hpp"
+#include "tests/gpu/gpu_test_util.hpp"
+
+using namespace mnistdp;
+using namespace mnistdp::gpu_test;
+
+namespace {
+
+constexpr GemmImpl kHandWritten[] = {GemmImpl::naive, GemmImpl::tiled, GemmImpl::blocked, GemmImpl::slab};
+
+SgdConfig sgd_config(float lr, float momentum, float dampening, float weight_decay, bool nesterov) {
+  SgdConfig c;
+  c.lr = lr;
+  c.momentum = momentum;
+  c.dampening = dampening;
+  c.weight_decay = weight_decay;
+  c.nesterov = nesterov;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("the gathered forward product equals the gather and the forward product to the bit",
+          "[gpu][fused_step]") {
+  const int batch = GENERATE(1, 7, 64, 65);
+  const int in = GENERATE(1, 33, 300, 784);  // 300 and 784: more than one slab of k
+  const int out = GENERATE(1, 10, 256);
+  CAPTURE(batch, in, out);
+  constexpr int kImages = 500;
+  Rng rng(static_cast<std::uint64_t>(batch) * 100003u + static_cast<std::uint64_t>(in) * 101u +
+          static_cast<std::uint64_t>(out));
+  auto images = random_bytes(static_cast<std::size_t>(kImages) * static_cast<std::size_t>(in), rng);
+  images[0] = 0;
+  images[images.size() - 1] = 255;
+  const auto labels = random_bytes(kImages, rng, 10);
+  std::vector<std::int32_t> order(kImages);
+  for (auto& i : order)
+    i = static_cast<std::int32_t>(rng.below(kImages));
+  const int first = 123;  // the batch starts inside the order, as a replayed step's does
+  const auto w =
+      random_floats(static_cast<std::size_t>(out) * static_cast<std::size_t>(in), rng, -0.1f, 0.1f);
+  const auto b = random_floats(static_cast<std::size_t>(out), rng, -0.1f, 0.1f);
+
+  const auto d_images = to_device(images);
+  const auto d_labels = to_device(labels);
+  const auto d_order = to_device(order);
+  const auto d_first = to_device(std::vector<int>{first});
+  const auto d_w = to_device(w);
+  const auto d_b = to_device(b);
+  const auto nx = static_cast<std::size_t>(batch) * static_cast<std::size_t>(in);
+  const auto nh = static_cast<std::size_t>(batch) * static_cast<std::size_t>(out);
+  DeviceBuffer<float> x(nx), h(nh), plain_x(nx), plain_h(nh);
+  DeviceBuffer<std::uint8_t> y(static_cast<std::size_t>(batch)), plain_y(static_cast<std::size_t>(batch));
+  for (auto* buffer : {&x, &h, &plain_x, &plain_h})
+    poison(*buffer);
+  poison(y);
+  poison(plain_y);
+  Stream stream;
+
+  cuda::GatherLinearArgs args;
+  args.images = d_images.data();
+  args.labels = d_labels.data();
+  args.order = d_order.data();
+  args.first = d_first.data();
+  args.w = d_w.data();
+  args.b = d_b.data();
+  args.x = x.data();
+  args.y = y.data();
+  args.h = h.data();
+  args.batch = batch;
+  args.in = in;
+  args.out = out;
+  cuda::gather_linear_forward(args, stream.get());
+  const auto got_x = to_host(x);
+  const auto got_y = to_host(y);
+  const auto got_h = to_host(h);
+
+  cuda::gather_normalize_at(d_images.data(), d_labels.data(), d_order.data(), d_first.data(), plain_x.data(),
+                            plain_y.data(), batch, in, stream.get());
+  CHECK(bitwise_equal(got_x, to_host(plain_x)));
+  CHECK(bitwise_equal(got_y, to_host(plain_y)));
+  for (GemmImpl impl : kHandWritten) {
+    CAPTURE(gemm_impl_name(impl));
+    poison(plain_h);
+    cuda::linear_forward(plain_x.data(), d_w.data(), d_b.data(), plain_h.data(), {batch, in, out}, true,
+                         {impl, stream.get(), nullptr});
+    CHECK(bitwise_equal(got_h, to_host(plain_h)));
+  }
+}
+
+TEST_CASE("the weight gradient with the SGD step equals the weight GEMM and sgd_step to the bit",
+          "[gpu][fused_step]") {
+  const int batch = GENERATE(0, 1, 7, 64, 65);
+  const int in = GENERATE(1, 33, 784);
+  const int out = GENERATE(1, 10, 256);
+  const SgdConfig cfg =
+      GENERATE(sgd_config(0.01f, 0.0f, 0.0f, 0.0f, false), sgd_config(0.05f, 0.9f, 0.0f, 0.0f, false),
+               sgd_config(0.03f, 0.8f, 0.25f, 5e-4f, false), sgd_config(0.03f, 0.8f, 0.0f, 5e-4f, true));
+  const bool first_step_wanted = GENERATE(false, true);  // taken only with momentum, as torch does
+  const bool first_step = cfg.momentum != 0.0f && first_step_wanted;
+  CAPTURE(batch, in, out, cfg.lr, cfg.momentum, cfg.nesterov, first_step);
+  const auto weights = static_cast<std::size_t>(out) * static_cast<std::size_t>(in);
+  const std::size_t n = weights + static_cast<std::size_t>(out) + 37;  // the layer's weights, then others
+  Rng rng(static_cast<std::uint64_t>(batch) * 7919u + static_cast<std::uint64_t>(in) * 31u +
+          static_cast<std::uint64_t>(out) + (first_step ? 1u : 0u));
+  const auto dy = random_floats(static_cast<std::size_t>(batch) * static_cast<std::size_t>(out), rng);
+  const auto xs = random_floats(static_cast<std::size_t>(batch) * static_cast<std::size_t>(in), rng);
+  const auto params = random_floats(n, rng);
+  auto grads = random_floats(n, rng);  // the other parameters' gradients, as the earlier kernels left them
+  for (std::size_t i = 0; i < weights; ++i)
+    grads[i] = std::numeric_limits<float>::quiet_NaN();  // the kernel computes these: poisoned
+  const auto momentum = random_floats(n, rng);
+  const bool with_momentum = cfg.momentum != 0.0f;
+
+  const auto d_dy = to_device(dy);
+  const auto d_x = to_device(xs);
+  auto d_params = to_device(params);
+  auto d_grads = to_device(grads);
+  auto d_momentum = to_device(momentum);
+  auto d_cursor = to_device(std::vector<int>{5});
+  Stream stream;
+
+  cuda::WeightGradientSgdArgs args;
+  args.dy = d_dy.data();
+  args.x = d_x.data();
+  args.params = d_params.data();
+  args.grads = d_grads.data();
+  args.momentum = with_momentum ? d_momentum.data() : nullptr;
+  args.batch = batch;
+  args.in = in;
+  args.out = out;
+  args.n = n;
+  args.sgd = cfg;
+  args.first_step = first_step;
+  args.cursor = d_cursor.data();
+  args.cursor_delta = 64;
+  cuda::weight_gradient_sgd(args, stream.get());
+  const auto got_params = to_host(d_params);
+  const auto got_grads = to_host(d_grads);
+  const auto got_momentum = to_host(d_momentum);
+  CHECK(to_host(d_cursor)[0] == 69);
+
+  for (GemmImpl impl : kHandWritten) {
+    CAPTURE(gemm_impl_name(impl));
+    auto want_params = to_device(params);
+    auto want_grads = to_device(grads);
+    auto want_momentum = to_device(momentum);
+    // The plain path: the weight GEMM of linear_backward (dw = dy^T x), then sgd_step over everything.
+    cuda::GemmProblem p;
+    p.m = out;
+    p.n = in;
+    p.k = batch;
+    p.a = d_dy.data();
+    p.lda = out;
+    p.trans_a = true;
+    p.b = d_x.data();
+    p.ldb = in;
+    p.c = want_grads.data();
+    p.ldc = in;
+    cuda::gemm(p, impl, stream.get(), nullptr);
+    cuda::sgd_step(want_params.data(), want_grads.data(), with_momentum ? want_momentum.data() : nullptr, n,
+                   cfg, first_step, stream.get());
+    CHECK(bitwise_equal(got_grads, to_host(want_grads)));
+    CHECK(bitwise_equal(got_params, to_host(want_params)));
+    CHECK(bitwise_equal(got_momentum, to_host(want_momentum)));
+  }
+}
+
+TEST_CASE("the fused step's kernels refuse what they cannot take", "[gpu][fused_step]") {
+  using Catch::Matchers::Contains;
+  cuda::WeightGradientSgdArgs wg;
+  wg.batch = 4;
+  wg.in = 10;
+  wg.out = 3;
+  wg.n = 29;  // fewer than the 30 weights
+  DeviceBuffer<float> floats(64);
+  wg.dy = wg.x = floats.data();
+  wg.params = wg.grads = floats.data();
+  CHECK_THROWS_WITH(cuda::weight_gradient_sgd(wg, nullptr), Contains("shorter than the weights"));
+  wg.n = 40;
+  wg.sgd.momentum = 0.9f;
+  CHECK_THROWS_WITH(cuda::weight_gradient_sgd(wg, nullptr), Contains("needs a buffer"));
+  cuda::GatherLinearArgs gl;
+  gl.batch = 4;
+  gl.in = 10;
+  gl.out = 3;
+  CHECK_THROWS_WITH(cuda::gather_linear_forward(gl, nullptr), Contains("null pointer"));
+}
