@@ -12,7 +12,7 @@
 #   cuda (default when nvidia-smi works): mnist-dp --device cuda once per --gemm (naive,tiled,blocked,slab,cublas),
 #        and PyTorch eager with the data on the device (tensor), compile and graphs, with `python3`. --graphs adds a
 #        run per --gemm with mnist-dp's --cuda-graphs (each step replayed as a CUDA graph), named ...-graphs, and
-#        one with --cuda-graphs --fused-head as well (the classifier head as one kernel), named ...-fused-graphs.
+#        one with --fused-step as well (each step three kernels in one graph), named ...-fused-step.
 # --mnistdp-args adds arguments to every mnist-dp run (e.g. "--devices 0" to train on one GPU of several, as the
 # peers do). --coretype sets OPENBLAS_CORETYPE for every program (they share Debian's OpenBLAS); without it the
 # machine's setting stands, and the table names the kernels OpenBLAS picked. The headline time is the median epoch
@@ -137,7 +137,7 @@ for ((round = 1; round <= rounds; round++)); do
       run_mnistdp "mnistdp-cuda-$g" --device cuda --gemm "$g"
       if [ "$graphs" = 1 ]; then
         run_mnistdp "mnistdp-cuda-$g-graphs" --device cuda --gemm "$g" --cuda-graphs
-        run_mnistdp "mnistdp-cuda-$g-fused-graphs" --device cuda --gemm "$g" --cuda-graphs --fused-head
+        run_mnistdp "mnistdp-cuda-$g-fused-step" --device cuda --gemm "$g" --fused-step
       fi
     done
   fi

@@ -65,8 +65,8 @@ def describe(name, machine, log_text):
         if device == "cpu":
             return f"mnist-dp, cpu (OpenBLAS {machine['openblas_core']}, {machine['threads']} thread(s))"
         gemm = device.split('-', 1)[1]
-        if gemm.endswith("-fused-graphs"):
-            return f"mnist-dp, cuda, --gemm {gemm[:-len('-fused-graphs')]} --cuda-graphs --fused-head"
+        if gemm.endswith("-fused-step"):
+            return f"mnist-dp, cuda, --gemm {gemm[:-len('-fused-step')]} --fused-step"
         if gemm.endswith("-graphs"):
             return f"mnist-dp, cuda, --gemm {gemm[:-len('-graphs')]} --cuda-graphs"
         return f"mnist-dp, cuda, --gemm {gemm}"

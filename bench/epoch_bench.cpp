@@ -56,6 +56,7 @@ struct Variant {
   const char* name;
   bool graphs;
   bool fused_head;
+  bool fused_step;
   std::vector<double> us_per_step;  // one per timed epoch, every round
   std::vector<double> epoch_ms;
   int steps = 0;
@@ -66,7 +67,7 @@ struct Variant {
 // One round of one variant: a fresh replica and communicator, 1 + repeats epochs from the same start.
 void run_round(Variant& v, const DataSplits& data, const EpochBenchOptions& o, GemmImpl gemm) {
   std::vector<std::unique_ptr<Replica>> replicas;
-  replicas.push_back(make_cuda_replica(data, o.device, {gemm, v.graphs, v.fused_head}));
+  replicas.push_back(make_cuda_replica(data, o.device, {gemm, v.graphs, v.fused_head, v.fused_step}));
   std::vector<float> init(L::kCount);
   init_parameters(init, 0);
   replicas[0]->load_parameters(init);
@@ -119,10 +120,11 @@ int run_epoch_bench(const EpochBenchOptions& o) {
       kProgram, dev["name"].get<std::string>(), dev["sm_count"].get<int>(), o.gemm, o.train_rows,
       load_average(), o.repeats, kWarmUpEpochs, o.rounds);
 
-  Variant variants[] = {{"plain", false, false, {}, {}, 0, {}, {}},
-                        {"graphs", true, false, {}, {}, 0, {}, {}},
-                        {"fused", false, true, {}, {}, 0, {}, {}},
-                        {"fused+graphs", true, true, {}, {}, 0, {}, {}}};
+  Variant variants[] = {{"plain", false, false, false, {}, {}, 0, {}, {}},
+                        {"graphs", true, false, false, {}, {}, 0, {}, {}},
+                        {"head", false, true, false, {}, {}, 0, {}, {}},
+                        {"head+graphs", true, true, false, {}, {}, 0, {}, {}},
+                        {"fused step", true, true, true, {}, {}, 0, {}, {}}};
   for (int round = 0; round < o.rounds; ++round)
     for (Variant& v : variants)
       run_round(v, data, o, gemm);
@@ -144,6 +146,7 @@ int run_epoch_bench(const EpochBenchOptions& o) {
     rows.push_back({{"variant", v.name},
                     {"cuda_graphs", v.graphs},
                     {"fused_head", v.fused_head},
+                    {"fused_step", v.fused_step},
                     {"steps_per_epoch", v.steps},
                     {"epoch_ms", to_json(ms)},
                     {"step_us", to_json(us)},

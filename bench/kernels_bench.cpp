@@ -45,6 +45,7 @@
 #include "kernels/cuda_memory.hpp"
 #include "kernels/gather.hpp"
 #include "kernels/gather_cuda.hpp"
+#include "kernels/gather_linear_cuda.hpp"
 #include "kernels/gemm_cuda.hpp"
 #include "kernels/linear.hpp"
 #include "kernels/linear_cuda.hpp"
@@ -52,6 +53,7 @@
 #include "kernels/sgd_cuda.hpp"
 #include "kernels/softmax_xent.hpp"
 #include "kernels/softmax_xent_cuda.hpp"
+#include "kernels/weight_gradient_sgd_cuda.hpp"
 
 namespace mnistdp::bench {
 namespace {
@@ -516,11 +518,16 @@ struct ImplChoice {
 struct StepVariant {
   GemmImpl impl;
   bool fused_head;
-  std::string name() const { return std::string(gemm_impl_name(impl)) + (fused_head ? "+head" : ""); }
+  bool fused_step = false;  // the fused step's three kernels (its GEMM is v4's tiling, whatever impl says)
+  std::string name() const {
+    if (fused_step) return "fused-step";
+    return std::string(gemm_impl_name(impl)) + (fused_head ? "+head" : "");
+  }
 };
-constexpr StepVariant kStepVariants[] = {
-    {GemmImpl::naive, false},  {GemmImpl::tiled, false},  {GemmImpl::blocked, false}, {GemmImpl::slab, false},
-    {GemmImpl::cublas, false}, {GemmImpl::blocked, true}, {GemmImpl::slab, true}};
+constexpr StepVariant kStepVariants[] = {{GemmImpl::naive, false},   {GemmImpl::tiled, false},
+                                         {GemmImpl::blocked, false}, {GemmImpl::slab, false},
+                                         {GemmImpl::cublas, false},  {GemmImpl::blocked, true},
+                                         {GemmImpl::slab, true},     {GemmImpl::slab, true, true}};
 
 std::vector<ImplChoice> impls_for(const GemmCase& g) {
   std::vector<ImplChoice> v = {{"naive", GemmImpl::naive, true},
@@ -874,14 +881,15 @@ class Runner {
 
   // A whole training step of one replica with `batch` rows (of a global batch of 64), built from the
   // project's launchers as CudaReplica does: gather, fc1 and fc2 forward, softmax cross-entropy, fc2 and fc1
-  // backward, SGD; with the fused head (impl name "+head"), fc1 forward, the head, fc1's weight gradient. No
-  // all-reduce (allreduce_bench times that).
+  // backward, SGD; with the fused head (impl name "+head"), fc1 forward, the head, fc1's weight gradient;
+  // the fused step ("fused-step"), its three kernels. No all-reduce (allreduce_bench times that).
   void step_cases(int batch) {
     const std::string group = fmt::format("step-b{}", batch);
     const cudaStream_t s = stream_->get();
     for (const StepVariant& variant : kStepVariants) {
       const GemmImpl impl = variant.impl;
       const bool fused_head = variant.fused_head;
+      const bool fused_step = variant.fused_step;
       const std::string name = variant.name();
       const std::string id = group + "/step/" + name;
       if (!selected(id)) continue;
@@ -890,6 +898,7 @@ class Runner {
         DeviceBuffer<float> params{ParamLayout::kCount}, grads{ParamLayout::kGradCount};
         DeviceBuffer<float> x, h, dh, logits, dlogits;
         DeviceBuffer<std::uint8_t> y;
+        DeviceBuffer<int> first{1};  // the fused step's row offset: 0, the rows launch(0) takes, every time
       };
       auto buf = std::make_shared<StepBuffers>();
       buf->x = DeviceBuffer<float>(sz(batch) * kIn);
@@ -898,6 +907,7 @@ class Runner {
       buf->logits = DeviceBuffer<float>(sz(batch) * kOut);
       buf->dlogits = DeviceBuffer<float>(sz(batch) * kOut);
       buf->y = DeviceBuffer<std::uint8_t>(sz(batch));
+      CUDA_CHECK(cudaMemsetAsync(buf->first.data(), 0, sizeof(int), s));
       // nn.Linear's initialisation ranges: U(-1/sqrt(in), 1/sqrt(in)) for weight and bias.
       const auto v = ParamViews<float>::of(buf->params.data());
       const float r1 = 1.0f / std::sqrt(static_cast<float>(kIn)),
@@ -909,14 +919,33 @@ class Runner {
       const cuda::GemmContext ctx{impl, s, cublas_->get()};
       const int steps = kTrainImages / batch;
       SgdConfig sgd;  // lr 0.01, no momentum: the reference program
-      auto launch = [data, buf, batch, steps, ctx, sgd, s, fused_head = fused_head](long i) {
+      auto launch = [data, buf, batch, steps, ctx, sgd, s, fused_head = fused_head,
+                     fused_step = fused_step](long i) {
         const auto w = ParamViews<float>::of(buf->params.data());
         const auto g = ParamViews<float>::of(buf->grads.data());
-        cuda::gather_normalize(data->images.data(), data->labels.data(),
-                               data->order.data() + sz(i % steps) * sz(batch), buf->x.data(), buf->y.data(),
-                               batch, kIn, s);
-        cuda::linear_forward(buf->x.data(), w.fc1_weight, w.fc1_bias, buf->h.data(), {batch, kIn, kHid}, true,
-                             ctx);
+        if (fused_step) {
+          // The rows of step 0 every time (the offset is not moved on): the time does not depend on them.
+          cuda::GatherLinearArgs forward;
+          forward.images = data->images.data();
+          forward.labels = data->labels.data();
+          forward.order = data->order.data();
+          forward.first = buf->first.data();
+          forward.w = w.fc1_weight;
+          forward.b = w.fc1_bias;
+          forward.x = buf->x.data();
+          forward.y = buf->y.data();
+          forward.h = buf->h.data();
+          forward.batch = batch;
+          forward.in = kIn;
+          forward.out = kHid;
+          cuda::gather_linear_forward(forward, s);
+        } else {
+          cuda::gather_normalize(data->images.data(), data->labels.data(),
+                                 data->order.data() + sz(i % steps) * sz(batch), buf->x.data(), buf->y.data(),
+                                 batch, kIn, s);
+          cuda::linear_forward(buf->x.data(), w.fc1_weight, w.fc1_bias, buf->h.data(), {batch, kIn, kHid},
+                               true, ctx);
+        }
         if (fused_head) {
           cuda::ClassifierHeadArgs head;
           head.h = buf->h.data();
@@ -935,6 +964,20 @@ class Runner {
           head.classes = kOut;
           head.grad_scale = 1.0f / kGlobalBatch;
           cuda::classifier_head(head, s);
+          if (fused_step) {
+            cuda::WeightGradientSgdArgs last;
+            last.dy = buf->dh.data();
+            last.x = buf->x.data();
+            last.params = buf->params.data();
+            last.grads = buf->grads.data();
+            last.batch = batch;
+            last.in = kIn;
+            last.out = kHid;
+            last.n = ParamLayout::kCount;
+            last.sgd = sgd;
+            cuda::weight_gradient_sgd(last, s);
+            return;
+          }
           cuda::linear_backward(buf->dh.data(), buf->x.data(), w.fc1_weight, g.fc1_weight, nullptr, nullptr,
                                 {batch, kIn, kHid}, false, ctx);
           cuda::sgd_step(buf->params.data(), buf->grads.data(), nullptr, ParamLayout::kCount, sgd, false, s);
@@ -953,6 +996,7 @@ class Runner {
       Bench b{group, "step", name, fmt::format("{} rows of {}", batch, kGlobalBatch)};
       b.work = step_work(batch, impl);
       if (fused_head) b.work.launches -= 5;  // the head's one launch for six
+      if (fused_step) b.work.launches = 3;
       b.validate = [data, buf, batch, sgd, launch, s] {
         return check_step(*data, *buf, batch, sgd, launch, s);
       };

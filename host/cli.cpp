@@ -98,6 +98,10 @@ void add_train_options(CLI::App& train, TrainOptions& o) {
   train.add_flag("--cuda-graphs", o.cuda_graphs, "Replay each CUDA training step as one CUDA graph");
   train.add_flag("--fused-head", o.fused_head,
                  "Run fc2's forward and backward and the loss as one CUDA kernel (the same results)");
+  train.add_flag(
+      "--fused-step", o.fused_step,
+      "With one GPU replica: each step as three CUDA kernels in one graph; implies --cuda-graphs and "
+      "--fused-head (the same results)");
   train.add_option("--metrics", o.metrics, "Write metrics as JSON lines to this file");
   train.add_flag_callback(
       "--progress", [&o] { o.progress = ProgressMode::On; },

@@ -23,6 +23,7 @@ struct TrainOptions {
   std::string gemm = "blocked";  // the CUDA matrix product: naive, tiled, blocked, slab, cublas
   bool cuda_graphs = false;      // replay each CUDA training step as a CUDA graph
   bool fused_head = false;       // fc2, the loss and their gradients in one CUDA kernel
+  bool fused_step = false;       // the whole step in three CUDA kernels (implies the two above)
   std::optional<std::filesystem::path> metrics;  // JSON lines, one record per logged step and per epoch
   ProgressMode progress = ProgressMode::Auto;
   bool explain = false;

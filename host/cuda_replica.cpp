@@ -11,9 +11,11 @@
 #include "kernels/classifier_head_cuda.hpp"
 #include "kernels/cuda_check.hpp"
 #include "kernels/gather_cuda.hpp"
+#include "kernels/gather_linear_cuda.hpp"
 #include "kernels/sgd_cuda.hpp"
 #include "kernels/softmax_xent_cuda.hpp"
 #include "kernels/step_cursor_cuda.hpp"
+#include "kernels/weight_gradient_sgd_cuda.hpp"
 
 namespace mnistdp {
 namespace {
@@ -134,6 +136,7 @@ CudaReplica::CudaReplica(const DataSplits& data, int device, const CudaStepOptio
     : device_(select_device(device)),
       gemm_(options.gemm),
       fused_head_(options.fused_head),
+      fused_step_(options.fused_step),
       graphs_on_(options.cuda_graphs) {
   check_split(data.train, "training");
   check_split(data.test, "test");
@@ -211,8 +214,8 @@ std::size_t CudaReplica::device_bytes() const {
 std::string CudaReplica::description() const {
   return fmt::format("cuda:{} {} (sm_{}{}, {} SMs), gemm {}{}{}, {:.1f} MiB of device memory", device_,
                      device_name_, cc_major_, cc_minor_, sm_count_, gemm_impl_name(gemm_),
-                     fused_head_ ? ", fused head" : "", graphs_on_ ? ", CUDA graphs" : "",
-                     static_cast<double>(device_bytes()) / kMiB);
+                     fused_step_ ? ", fused step" : (fused_head_ ? ", fused head" : ""),
+                     graphs_on_ ? ", CUDA graphs" : "", static_cast<double>(device_bytes()) / kMiB);
 }
 
 cuda::GemmContext CudaReplica::gemm_context() const {
@@ -304,6 +307,44 @@ void CudaReplica::forward(int rows) {
   const auto w = ParamViews<float>::of(params_.data());
   cuda::linear_forward(h_.data(), w.fc2_weight, w.fc2_bias, logits_.data(), {rows, L::kHidden, L::kClasses},
                        false, gemm_context());
+}
+
+void CudaReplica::enqueue_fused_step(int count, int global_batch, const SgdConfig& cfg) {
+  // No timeline marks: traced steps run the plain way.
+  const cudaStream_t s = stream_.get();
+  const auto w = ParamViews<float>::of(params_.data());
+  cuda::GatherLinearArgs forward;
+  forward.images = train_images_.data();
+  forward.labels = train_labels_.data();
+  forward.order = order_.data();
+  forward.first = cursor_.data();
+  forward.w = w.fc1_weight;
+  forward.b = w.fc1_bias;
+  forward.x = x_.data();
+  forward.y = y_.data();
+  forward.h = h_.data();
+  forward.batch = count;
+  forward.in = L::kInput;
+  forward.out = L::kHidden;
+  cuda::gather_linear_forward(forward, s);
+
+  enqueue_classifier_head(count, 1.0f / static_cast<float>(global_batch));
+
+  cuda::WeightGradientSgdArgs last;
+  last.dy = dh_.data();
+  last.x = x_.data();
+  last.params = params_.data();
+  last.grads = grads_.data();
+  last.momentum = cfg.momentum != 0.0f ? momentum_.data() : nullptr;
+  last.batch = count;
+  last.in = L::kInput;
+  last.out = L::kHidden;
+  last.n = L::kCount;
+  last.sgd = cfg;
+  last.cursor = cursor_.data();
+  last.cursor_delta = global_batch;
+  cuda::weight_gradient_sgd(last, s);
+  ++fused_steps_;
 }
 
 void CudaReplica::enqueue_classifier_head(int rows, float grad_scale) {
@@ -424,7 +465,14 @@ void CudaReplica::sgd_step(const SgdConfig& cfg) {
     shape.global_batch = p.global_batch;
     shape.whole_step = true;
     shape.sgd = cfg;
+    // Owning the all-reduce means world size 1, where it is the identity (NCCL enqueues nothing for an
+    // in-place sum over one rank): the fused step leaves it out.
+    const bool fused = fused_step_ && cuda::classifier_head_fits(p.count, L::kClasses);
     run_graphed(shape, p.first, [&] {
+      if (fused) {
+        enqueue_fused_step(p.count, p.global_batch, cfg);
+        return;
+      }
       enqueue_gradients(p.first, p.count, p.global_batch, true);
       all_reduce_(stream_.get());
       enqueue_sgd(cfg, false);

@@ -89,6 +89,11 @@ struct CudaStepOptions {
   // for shards small enough for it (cuda::classifier_head_fits); the plain launches otherwise. The same bits
   // as the plain path with every GEMM but cuBLAS.
   bool fused_head = false;
+  // The whole step in three kernels (the batch gathered inside fc1's forward product; the classifier head;
+  // fc1's weight gradient with every parameter's SGD step), where the replica owns its all-reduce (one
+  // replica, world size 1: the all-reduce is the identity) and replays whole steps (cuda_graphs). The same
+  // bits as the plain path with every GEMM but cuBLAS.
+  bool fused_step = false;
 };
 
 class CudaReplica final : public Replica {
@@ -154,6 +159,8 @@ class CudaReplica final : public Replica {
   GraphCounts graph_counts() const { return graph_counts_; }
   // Steps whose gradients were enqueued with the fused classifier head (launched, or captured into a graph).
   long fused_head_steps() const { return fused_head_steps_; }
+  // Whole steps enqueued as the fused step's three kernels (launched, or captured into a graph).
+  long fused_steps() const { return fused_steps_; }
 
  private:
   // Makes this replica's device current on the calling thread (the trainer may drive replicas from threads).
@@ -166,6 +173,8 @@ class CudaReplica final : public Replica {
   // The fused classifier head over h_ and y_: logits_, dlogits_, the loss slot, fc2's gradients, dh_ and
   // fc1's bias gradient.
   void enqueue_classifier_head(int rows, float grad_scale);
+  // The whole step of CudaStepOptions::fused_step, rows from cursor_ (which it moves on by global_batch).
+  void enqueue_fused_step(int count, int global_batch, const SgdConfig& cfg);
   // Records a timeline mark on the stream while steps are being traced.
   void mark(Mark m);
   bool tracing() const { return trace_remaining_ > 0; }
@@ -202,6 +211,7 @@ class CudaReplica final : public Replica {
   int device_;
   GemmImpl gemm_;
   bool fused_head_ = false;
+  bool fused_step_ = false;
   std::string device_name_;
   int cc_major_ = 0;
   int cc_minor_ = 0;
@@ -243,6 +253,7 @@ class CudaReplica final : public Replica {
   AllReduceFn all_reduce_;
   GraphCounts graph_counts_;
   long fused_head_steps_ = 0;
+  long fused_steps_ = 0;
 
   DeviceBuffer<float> eval_loss_;   // [chunks]: each chunk's loss sum
   DeviceBuffer<int> eval_correct_;  // [chunks]

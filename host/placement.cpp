@@ -149,8 +149,9 @@ std::vector<std::unique_ptr<Replica>> make_replicas(const TrainOptions& o, const
   if (placement.gpu) {
     CudaStepOptions step;
     step.gemm = parse_gemm_impl(o.gemm);
-    step.cuda_graphs = o.cuda_graphs;
-    step.fused_head = o.fused_head;
+    step.cuda_graphs = o.cuda_graphs || o.fused_step;
+    step.fused_head = o.fused_head || o.fused_step;
+    step.fused_step = o.fused_step;
     for (int device : placement.replica_devices)
       replicas.push_back(make_cuda_replica(data, device, step));
     return replicas;

@@ -150,12 +150,12 @@ bin=$BUILD_DIR/mnist-dp
 if [ "$build_ok" = 1 ] && [ "$has_gpu" = 1 ]; then
   if [ -d "$DATA" ]; then
     section "training, $EPOCHS epochs, GPU (plain, then the fast path) then CPU (data: $DATA)"
-    # The fast path (step graphs, the fused head, the slab GEMM) computes the plain path's step to the bit, so
-    # its loss lines and accuracy must be the plain run's.
+    # The fast path (the fused step: three kernels a step in one graph; the slab GEMM where products remain)
+    # computes the plain path's step to the bit, so its loss lines and accuracy must be the plain run's.
     for run in cuda cuda-fast cpu; do
       case $run in
         cuda) args=(--device cuda) ;;
-        cuda-fast) args=(--device cuda --cuda-graphs --fused-head --gemm slab) ;;
+        cuda-fast) args=(--device cuda --fused-step --gemm slab) ;;
         cpu) args=(--device cpu) ;;
       esac
       start=$(date +%s.%N)
@@ -214,8 +214,8 @@ if [ "$build_ok" = 1 ] && [ "$has_gpu" = 1 ]; then
     # The kernel whose phases share memory through barriers.
     run_tool racecheck "classifier head tests" "$tests_bin" "[classifier_head]"
     if [ -d "$DATA" ]; then
-      # The trainer's default path, then the fast path (step graphs, the fused head, the slab GEMM).
-      fast=(--cuda-graphs --fused-head --gemm slab)
+      # The trainer's default path, then the fast path (the fused step, the slab GEMM).
+      fast=(--fused-step --gemm slab)
       run_tool memcheck "train ${steps[*]}" "$bin" train --data "$DATA" "${steps[@]}" --device cuda --no-progress
       run_tool memcheck "train ${steps[*]} ${fast[*]}" "$bin" train --data "$DATA" "${steps[@]}" --device cuda \
         --no-progress "${fast[@]}"
