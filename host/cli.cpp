@@ -97,11 +97,12 @@ void add_train_options(CLI::App& train, TrainOptions& o) {
       ->capture_default_str();
   train.add_flag("--cuda-graphs", o.cuda_graphs, "Replay each CUDA training step as one CUDA graph");
   train.add_flag("--fused-head", o.fused_head,
-                 "Run fc2's forward and backward and the loss as one CUDA kernel (the same results)");
+                 "Run fc2's forward and backward and the loss as one CUDA kernel (the same results, --gemm "
+                 "cublas aside)");
   train.add_flag(
       "--fused-step", o.fused_step,
       "With one GPU replica: each step as three CUDA kernels in one graph; implies --cuda-graphs and "
-      "--fused-head (the same results)");
+      "--fused-head (the same results, --gemm cublas aside)");
   train.add_option("--metrics", o.metrics, "Write metrics as JSON lines to this file");
   train.add_flag_callback(
       "--progress", [&o] { o.progress = ProgressMode::On; },

@@ -212,9 +212,14 @@ std::size_t CudaReplica::device_bytes() const {
 }
 
 std::string CudaReplica::description() const {
+  // The fused step runs only once the communicator has handed this replica its all-reduce (a lone replica).
+  const char* fused = "";
+  if (fused_step_)
+    fused = owns_all_reduce() ? ", fused step" : ", fused head (the fused step needs a lone replica)";
+  else if (fused_head_)
+    fused = ", fused head";
   return fmt::format("cuda:{} {} (sm_{}{}, {} SMs), gemm {}{}{}, {:.1f} MiB of device memory", device_,
-                     device_name_, cc_major_, cc_minor_, sm_count_, gemm_impl_name(gemm_),
-                     fused_step_ ? ", fused step" : (fused_head_ ? ", fused head" : ""),
+                     device_name_, cc_major_, cc_minor_, sm_count_, gemm_impl_name(gemm_), fused,
                      graphs_on_ ? ", CUDA graphs" : "", static_cast<double>(device_bytes()) / kMiB);
 }
 

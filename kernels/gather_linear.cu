@@ -64,7 +64,8 @@ __global__ void __launch_bounds__(kThreads) gather_linear_kernel(GatherLinearArg
 void gather_linear_forward(const GatherLinearArgs& a, cudaStream_t stream) {
   if (a.batch < 0 || a.in < 0 || a.out < 0)
     throw std::invalid_argument("gather_linear_forward: negative size");
-  if (a.batch == 0 || a.out == 0) return;
+  if (a.out == 0) throw std::invalid_argument("gather_linear_forward: a layer with no outputs");
+  if (a.batch == 0) return;
   if (!a.images || !a.labels || !a.order || !a.first || !a.b || !a.x || !a.y || !a.h || (a.in > 0 && !a.w))
     throw std::invalid_argument("gather_linear_forward: null pointer");
   const dim3 grid(detail::ceil_div(a.out, kTileN), detail::ceil_div(a.batch, kTileM));

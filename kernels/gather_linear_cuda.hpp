@@ -13,7 +13,9 @@ namespace mnistdp::cuda {
 // w: [out, in]   b: [out]
 //   -> x: [batch, in], y: [batch]: the batch, equal to gather_normalize_at's to the bit
 //   -> h: [batch, out] = relu(x w^T + b), equal to linear_forward's with the hand-written GEMMs to the bit
-// (GEMM v4's tiling, gemm_slab.cuh, with the pixels normalised as they are staged).
+// (GEMM v4's tiling, gemm_slab.cuh, with the pixels normalised as they are staged). The one exception to
+// "to the bit" is classifier_head_cuda.hpp's: a sum of -0, which only underflow reaches, comes out +0 from
+// tiled and blocked, -0 from here. out must be at least 1.
 struct GatherLinearArgs {
   const std::uint8_t* images = nullptr;
   const std::uint8_t* labels = nullptr;

@@ -52,6 +52,9 @@ void weight_gradient_sgd(const WeightGradientSgdArgs& a, cudaStream_t stream) {
   const std::size_t weights = static_cast<std::size_t>(a.out) * static_cast<std::size_t>(a.in);
   if (a.n < weights)
     throw std::invalid_argument("weight_gradient_sgd: the buffers are shorter than the weights");
+  if (a.n > static_cast<std::size_t>(std::numeric_limits<int>::max()) - kMaxBlocks * kThreads)
+    throw std::invalid_argument(
+        "weight_gradient_sgd: more parameters than the kernel's 32-bit indices reach");
   if (!a.params || !a.grads || (a.batch > 0 && weights > 0 && (!a.dy || !a.x)))
     throw std::invalid_argument("weight_gradient_sgd: null pointer");
   if (a.sgd.momentum != 0.0f && !a.momentum)

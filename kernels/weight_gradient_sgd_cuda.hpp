@@ -18,7 +18,9 @@ namespace mnistdp::cuda {
 //      rest of grads must already hold the other parameters' gradients
 //   -> *cursor += cursor_delta, when cursor is given: the step graph's row offset, moved on by the step's
 //      last kernel (host/cuda_replica.hpp)
-// momentum may be nullptr when cfg.momentum == 0. batch 0 gives a zero weight gradient.
+// momentum may be nullptr when cfg.momentum == 0. batch 0 gives a zero weight gradient. The one exception to
+// "the same bits" is classifier_head_cuda.hpp's: a sum of -0, which only underflow reaches, comes out +0
+// from tiled and blocked, -0 from here.
 struct WeightGradientSgdArgs {
   const float* dy = nullptr;
   const float* x = nullptr;

@@ -69,7 +69,7 @@ struct Run {
 // device after every step); otherwise the host never waits until the run is over, and the replays run as
 // far ahead of the host as they can.
 Run train(const DataSplits& data, const CudaStepOptions& step, int replicas, Reduce reduce, bool observe,
-          int batch = kBatch) {
+          int batch = kBatch, float momentum = 0.9f) {
   const bool graphs = step.cuda_graphs;
   std::vector<std::unique_ptr<Replica>> owned;
   std::vector<Replica*> raw;
@@ -105,7 +105,7 @@ Run train(const DataSplits& data, const CudaStepOptions& step, int replicas, Red
   config.epochs = 1000;  // max_steps ends the run
   config.max_steps = kSteps;
   config.batch_size = batch;
-  config.sgd.momentum = 0.9f;
+  config.sgd.momentum = momentum;
   config.seed = kSeed;
   config.log_interval = observe ? 1 : 0;
   config.evaluate = false;
@@ -120,9 +120,9 @@ Run train(const DataSplits& data, const CudaStepOptions& step, int replicas, Red
     auto& cuda = dynamic_cast<CudaReplica&>(*replica);
     run.params.emplace_back(L::kCount, std::numeric_limits<float>::quiet_NaN());
     cuda.store_parameters(run.params.back());
-    REQUIRE(cuda.has_momentum());
-    run.momentum.emplace_back(L::kCount, std::numeric_limits<float>::quiet_NaN());
-    cuda.store_momentum(run.momentum.back());
+    REQUIRE(cuda.has_momentum() == (momentum != 0.0f));
+    run.momentum.emplace_back(momentum != 0.0f ? L::kCount : 0, std::numeric_limits<float>::quiet_NaN());
+    if (momentum != 0.0f) cuda.store_momentum(run.momentum.back());
     run.counts.push_back(cuda.graph_counts());
     run.fused_head_steps.push_back(cuda.fused_head_steps());
     run.fused_steps.push_back(cuda.fused_steps());
@@ -233,20 +233,26 @@ TEST_CASE("the fused step gives the plain path's parameters after 100 steps", "[
   // cuBLAS, whose products the fused kernels replace, within 1e-5.
   const GemmImpl gemm = GENERATE(GemmImpl::blocked, GemmImpl::slab, GemmImpl::naive, GemmImpl::cublas);
   const bool observe = GENERATE(true, false);
-  CAPTURE(gemm_impl_name(gemm), observe);
+  // Without momentum the kernel runs from step 0, with no momentum buffer at all.
+  const float momentum = GENERATE(0.9f, 0.0f);
+  CAPTURE(gemm_impl_name(gemm), observe, momentum);
   const DataSplits data = testing::synthetic_splits(kTrainRows, 10, 59);
   CudaStepOptions fast;
   fast.gemm = gemm;
   fast.cuda_graphs = true;
   fast.fused_head = true;
   fast.fused_step = true;
-  const Run plain = train(data, {gemm, false, false, false}, 1, Reduce::nccl, observe);
-  const Run fused = train(data, fast, 1, Reduce::nccl, observe);
+  const Run plain = train(data, {gemm, false, false, false}, 1, Reduce::nccl, observe, kBatch, momentum);
+  const Run fused = train(data, fast, 1, Reduce::nccl, observe, kBatch, momentum);
   check_same(fused, plain, gemm);
-  // Step 0 (the momentum buffer's first step) runs the plain way, the first step of each shape launches
-  // the three kernels one by one, the second captures them: 4 enqueued, and every other step a replay.
+  // With momentum, step 0 (the buffer's first step) runs the plain way. The first step of each shape (the
+  // full batch, the short one) launches the three kernels one by one and the second captures them: 4
+  // enqueued; every other step is a replay.
+  const long untracked = momentum != 0.0f ? 1 : 0;
   CHECK(fused.fused_steps[0] == 4);
-  CHECK(fused.counts[0].replayed == kSteps - 3);
+  CHECK(fused.counts[0].plain == 2);
+  CHECK(fused.counts[0].captured == 2);
+  CHECK(fused.counts[0].replayed == kSteps - 2 - untracked);
 }
 
 TEST_CASE("the fused step stands aside where the all-reduce is not the replica's",
@@ -276,6 +282,13 @@ TEST_CASE("a shard too large for the fused head runs the plain launches, with th
   const Run fused = train(data, {GemmImpl::blocked, false, true}, 1, Reduce::nccl, true, 700);
   check_same(fused, plain, GemmImpl::blocked);
   CHECK(fused.fused_head_steps[0] == kSteps / 2);
+  // The fused step likewise: the 300-row steps take it, the 700-row ones the whole-step graph without it.
+  const Run step = train(data, {GemmImpl::blocked, true, true, true}, 1, Reduce::nccl, true, 700);
+  check_same(step, plain, GemmImpl::blocked);
+  // Step 0 is momentum's first, the plain way; then each shape's first step runs its kernels one by one and
+  // its second captures them: the 300-row shape's two count as fused steps (replays are not counted).
+  CHECK(step.fused_steps[0] == 2);
+  CHECK(step.counts[0].captured == 2);
 }
 
 TEST_CASE("a recorded step is launched the plain way when its gradients are read before its SGD step",
@@ -296,8 +309,11 @@ TEST_CASE("a recorded step is launched the plain way when its gradients are read
     std::vector<float> losses;  // loss_sum after each step
     std::vector<float> params;
   };
+  // With graphs, also as the fused step: a read between the calls launches the plain gradients instead.
+  const bool fused_step = GENERATE(false, true);
+  CAPTURE(fused_step);
   auto drive = [&](bool graphs) {
-    CudaReplica replica(data, 0, {GemmImpl::blocked, graphs});
+    CudaReplica replica(data, 0, {GemmImpl::blocked, graphs, graphs && fused_step, graphs && fused_step});
     CHECK((replica.description().find("CUDA graphs") != std::string::npos) == graphs);
     replica.load_parameters(init);
     std::vector<Replica*> raw{&replica};
