@@ -1,5 +1,6 @@
 #pragma once
-// Helpers shared by the GPU tests: random inputs, device copies, NaN poisoning and the error norm.
+// Helpers shared by the GPU tests: random inputs, SGD settings, device copies, NaN poisoning and the error
+// norm.
 //
 // The error norm. Every comparison of floats uses the normwise relative error in the max norm,
 //     err = max_i |got_i - want_i| / max_i |want_i|,
@@ -24,6 +25,7 @@
 #include "host/random.hpp"
 #include "kernels/cuda_check.hpp"
 #include "kernels/cuda_memory.hpp"
+#include "kernels/sgd.hpp"
 
 namespace mnistdp::gpu_test {
 
@@ -34,6 +36,16 @@ namespace mnistdp::gpu_test {
   std::printf("skipped: %s\n", why.c_str());
   std::fflush(stdout);
   std::exit(77);
+}
+
+inline SgdConfig sgd_config(float lr, float momentum, float dampening, float weight_decay, bool nesterov) {
+  SgdConfig c;
+  c.lr = lr;
+  c.momentum = momentum;
+  c.dampening = dampening;
+  c.weight_decay = weight_decay;
+  c.nesterov = nesterov;
+  return c;
 }
 
 inline std::vector<float> random_floats(std::size_t n, Rng& rng, float lo = -1.0f, float hi = 1.0f) {

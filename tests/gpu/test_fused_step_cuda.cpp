@@ -21,16 +21,6 @@ namespace {
 
 constexpr GemmImpl kHandWritten[] = {GemmImpl::naive, GemmImpl::tiled, GemmImpl::blocked, GemmImpl::slab};
 
-SgdConfig sgd_config(float lr, float momentum, float dampening, float weight_decay, bool nesterov) {
-  SgdConfig c;
-  c.lr = lr;
-  c.momentum = momentum;
-  c.dampening = dampening;
-  c.weight_decay = weight_decay;
-  c.nesterov = nesterov;
-  return c;
-}
-
 }  // namespace
 
 TEST_CASE("the gathered forward product equals the gather and the forward product to the bit",

@@ -17,27 +17,18 @@ struct NamedConfig {
   SgdConfig cfg;
 };
 
-SgdConfig make(float lr, float momentum, float dampening, float weight_decay, bool nesterov) {
-  SgdConfig c;
-  c.lr = lr;
-  c.momentum = momentum;
-  c.dampening = dampening;
-  c.weight_decay = weight_decay;
-  c.nesterov = nesterov;
-  return c;
-}
-
 }  // namespace
 
 TEST_CASE("sgd_step matches the reference to the bit with every option", "[gpu][sgd]") {
   const std::size_t n = GENERATE(std::size_t{1}, std::size_t{7}, std::size_t{1000}, std::size_t{203530});
-  const NamedConfig named = GENERATE(NamedConfig{"plain", make(0.01f, 0.0f, 0.0f, 0.0f, false)},
-                                     NamedConfig{"momentum", make(0.05f, 0.9f, 0.0f, 0.0f, false)},
-                                     NamedConfig{"dampening", make(0.05f, 0.9f, 0.1f, 0.0f, false)},
-                                     NamedConfig{"nesterov", make(0.05f, 0.9f, 0.0f, 0.0f, true)},
-                                     NamedConfig{"weight decay", make(0.01f, 0.0f, 0.0f, 1e-2f, false)},
-                                     NamedConfig{"everything", make(0.03f, 0.8f, 0.0f, 5e-4f, true)},
-                                     NamedConfig{"dampened decay", make(0.03f, 0.8f, 0.25f, 5e-4f, false)});
+  const NamedConfig named =
+      GENERATE(NamedConfig{"plain", sgd_config(0.01f, 0.0f, 0.0f, 0.0f, false)},
+               NamedConfig{"momentum", sgd_config(0.05f, 0.9f, 0.0f, 0.0f, false)},
+               NamedConfig{"dampening", sgd_config(0.05f, 0.9f, 0.1f, 0.0f, false)},
+               NamedConfig{"nesterov", sgd_config(0.05f, 0.9f, 0.0f, 0.0f, true)},
+               NamedConfig{"weight decay", sgd_config(0.01f, 0.0f, 0.0f, 1e-2f, false)},
+               NamedConfig{"everything", sgd_config(0.03f, 0.8f, 0.0f, 5e-4f, true)},
+               NamedConfig{"dampened decay", sgd_config(0.03f, 0.8f, 0.25f, 5e-4f, false)});
   CAPTURE(n, named.name);
   const SgdConfig& cfg = named.cfg;
   const bool with_momentum = cfg.momentum != 0.0f;
