@@ -91,17 +91,11 @@ TEST_CASE("the gathered forward product equals the gather and the forward produc
   }
 }
 
-TEST_CASE("the weight gradient with the SGD step equals the weight GEMM and sgd_step to the bit",
-          "[gpu][fused_step]") {
-  const int batch = GENERATE(0, 1, 7, 64, 65);
-  const int in = GENERATE(1, 33, 784);
-  const int out = GENERATE(1, 10, 256);
-  const SgdConfig cfg =
-      GENERATE(sgd_config(0.01f, 0.0f, 0.0f, 0.0f, false), sgd_config(0.05f, 0.9f, 0.0f, 0.0f, false),
-               sgd_config(0.03f, 0.8f, 0.25f, 5e-4f, false), sgd_config(0.03f, 0.8f, 0.0f, 5e-4f, true));
-  const bool first_step_wanted = GENERATE(false, true);  // taken only with momentum, as torch does
-  const bool first_step = cfg.momentum != 0.0f && first_step_wanted;
-  CAPTURE(batch, in, out, cfg.lr, cfg.momentum, cfg.nesterov, first_step);
+namespace {
+
+// The last kernel against the plain launches, on one shape with one SGD setting.
+void check_weight_gradient_sgd(int batch, int in, int out, const SgdConfig& cfg, bool first_step) {
+  CAPTURE(batch, in, out, cfg.lr, cfg.momentum, cfg.dampening, cfg.weight_decay, cfg.nesterov, first_step);
   const auto weights = static_cast<std::size_t>(out) * static_cast<std::size_t>(in);
   const std::size_t n = weights + static_cast<std::size_t>(out) + 37;  // the layer's weights, then others
   Rng rng(static_cast<std::uint64_t>(batch) * 7919u + static_cast<std::uint64_t>(in) * 31u +
@@ -167,6 +161,24 @@ TEST_CASE("the weight gradient with the SGD step equals the weight GEMM and sgd_
     CHECK(bitwise_equal(got_params, to_host(want_params)));
     CHECK(bitwise_equal(got_momentum, to_host(want_momentum)));
   }
+}
+
+}  // namespace
+
+TEST_CASE("the weight gradient with SGD equals the weight GEMM and sgd_step to the bit, any shape",
+          "[gpu][fused_step]") {
+  const int batch = GENERATE(0, 1, 7, 64, 65);
+  const int in = GENERATE(1, 33, 784);
+  const int out = GENERATE(1, 10, 256);
+  check_weight_gradient_sgd(batch, in, out, sgd_config(0.03f, 0.8f, 0.25f, 5e-4f, false), false);
+}
+
+TEST_CASE("the weight gradient with SGD equals sgd_step to the bit with every option", "[gpu][fused_step]") {
+  const SgdConfig cfg =
+      GENERATE(sgd_config(0.01f, 0.0f, 0.0f, 0.0f, false), sgd_config(0.05f, 0.9f, 0.0f, 0.0f, false),
+               sgd_config(0.03f, 0.8f, 0.25f, 5e-4f, false), sgd_config(0.03f, 0.8f, 0.0f, 5e-4f, true));
+  const bool first_step_wanted = GENERATE(false, true);  // taken only with momentum, as torch does
+  check_weight_gradient_sgd(64, 784, 256, cfg, cfg.momentum != 0.0f && first_step_wanted);
 }
 
 TEST_CASE("the fused step's kernels refuse what they cannot take", "[gpu][fused_step]") {
