@@ -38,14 +38,13 @@
 #include "bench/bench_common.hpp"
 #include "bench/bench_device.hpp"
 #include "bench/epoch_bench.hpp"
+#include "host/fused_kernels.hpp"
 #include "host/params.hpp"
 #include "kernels/accuracy_cuda.hpp"
-#include "kernels/classifier_head_cuda.hpp"
 #include "kernels/cuda_check.hpp"
 #include "kernels/cuda_memory.hpp"
 #include "kernels/gather.hpp"
 #include "kernels/gather_cuda.hpp"
-#include "kernels/gather_linear_cuda.hpp"
 #include "kernels/gemm_cuda.hpp"
 #include "kernels/linear.hpp"
 #include "kernels/linear_cuda.hpp"
@@ -53,7 +52,6 @@
 #include "kernels/sgd_cuda.hpp"
 #include "kernels/softmax_xent.hpp"
 #include "kernels/softmax_xent_cuda.hpp"
-#include "kernels/weight_gradient_sgd_cuda.hpp"
 
 namespace mnistdp::bench {
 namespace {
@@ -925,66 +923,36 @@ class Runner {
       fill_uniform(v.fc2_bias, kOut, seed_++, -r2, r2, s);
       const cuda::GemmContext ctx{impl, s, cublas_->get()};
       const int steps = kTrainImages / batch;
-      SgdConfig sgd;  // lr 0.01, no momentum: the reference program
-      auto launch = [data, buf, batch, steps, ctx, sgd, s, fused_head = fused_head,
+      SgdConfig sgd;   // lr 0.01, no momentum: the reference program
+      StepView fused;  // the fused kernels' view of these buffers
+      fused.images = data->images.data();
+      fused.labels = data->labels.data();
+      fused.order = data->order.data();
+      fused.cursor = buf->first.data();
+      fused.params = buf->params.data();
+      fused.grads = buf->grads.data();
+      fused.x = buf->x.data();
+      fused.y = buf->y.data();
+      fused.h = buf->h.data();
+      fused.dh = buf->dh.data();
+      fused.logits = buf->logits.data();
+      fused.dlogits = buf->dlogits.data();
+      auto launch = [data, buf, batch, steps, ctx, sgd, s, fused, fused_head = fused_head,
                      fused_step = fused_step](long i) {
         const auto w = ParamViews<float>::of(buf->params.data());
         const auto g = ParamViews<float>::of(buf->grads.data());
         if (fused_step) {
           // The rows of step 0 every time (the offset is not moved on): the time does not depend on them.
-          cuda::GatherLinearArgs forward;
-          forward.images = data->images.data();
-          forward.labels = data->labels.data();
-          forward.order = data->order.data();
-          forward.first = buf->first.data();
-          forward.w = w.fc1_weight;
-          forward.b = w.fc1_bias;
-          forward.x = buf->x.data();
-          forward.y = buf->y.data();
-          forward.h = buf->h.data();
-          forward.batch = batch;
-          forward.in = kIn;
-          forward.out = kHid;
-          cuda::gather_linear_forward(forward, s);
-        } else {
-          cuda::gather_normalize(data->images.data(), data->labels.data(),
-                                 data->order.data() + sz(i % steps) * sz(batch), buf->x.data(), buf->y.data(),
-                                 batch, kIn, s);
-          cuda::linear_forward(buf->x.data(), w.fc1_weight, w.fc1_bias, buf->h.data(), {batch, kIn, kHid},
-                               true, ctx);
+          enqueue_fused_step(fused, batch, kGlobalBatch, sgd, /*advance_cursor=*/false, s);
+          return;
         }
+        cuda::gather_normalize(data->images.data(), data->labels.data(),
+                               data->order.data() + sz(i % steps) * sz(batch), buf->x.data(), buf->y.data(),
+                               batch, kIn, s);
+        cuda::linear_forward(buf->x.data(), w.fc1_weight, w.fc1_bias, buf->h.data(), {batch, kIn, kHid}, true,
+                             ctx);
         if (fused_head) {
-          cuda::ClassifierHeadArgs head;
-          head.h = buf->h.data();
-          head.w = w.fc2_weight;
-          head.b = w.fc2_bias;
-          head.labels = buf->y.data();
-          head.logits = buf->logits.data();
-          head.dlogits = buf->dlogits.data();
-          head.loss_sum = buf->grads.data() + ParamLayout::kLossSlot;
-          head.dw = g.fc2_weight;
-          head.db = g.fc2_bias;
-          head.dh = buf->dh.data();
-          head.dh_sums = g.fc1_bias;
-          head.batch = batch;
-          head.hidden = kHid;
-          head.classes = kOut;
-          head.grad_scale = 1.0f / kGlobalBatch;
-          cuda::classifier_head(head, s);
-          if (fused_step) {
-            cuda::WeightGradientSgdArgs last;
-            last.dy = buf->dh.data();
-            last.x = buf->x.data();
-            last.params = buf->params.data();
-            last.grads = buf->grads.data();
-            last.batch = batch;
-            last.in = kIn;
-            last.out = kHid;
-            last.n = ParamLayout::kCount;
-            last.sgd = sgd;
-            cuda::weight_gradient_sgd(last, s);
-            return;
-          }
+          enqueue_classifier_head(fused, batch, 1.0f / kGlobalBatch, s);
           cuda::linear_backward(buf->dh.data(), buf->x.data(), w.fc1_weight, g.fc1_weight, nullptr, nullptr,
                                 {batch, kIn, kHid}, false, ctx);
           cuda::sgd_step(buf->params.data(), buf->grads.data(), nullptr, ParamLayout::kCount, sgd, false, s);

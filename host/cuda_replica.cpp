@@ -6,16 +6,15 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "host/fused_kernels.hpp"
 #include "host/params.hpp"
 #include "kernels/accuracy_cuda.hpp"
 #include "kernels/classifier_head_cuda.hpp"
 #include "kernels/cuda_check.hpp"
 #include "kernels/gather_cuda.hpp"
-#include "kernels/gather_linear_cuda.hpp"
 #include "kernels/sgd_cuda.hpp"
 #include "kernels/softmax_xent_cuda.hpp"
 #include "kernels/step_cursor_cuda.hpp"
-#include "kernels/weight_gradient_sgd_cuda.hpp"
 
 namespace mnistdp {
 namespace {
@@ -314,64 +313,33 @@ void CudaReplica::forward(int rows) {
                        false, gemm_context());
 }
 
+StepView CudaReplica::step_view() {
+  StepView b;
+  b.images = train_images_.data();
+  b.labels = train_labels_.data();
+  b.order = order_.data();
+  b.cursor = cursor_.data();
+  b.params = params_.data();
+  b.grads = grads_.data();
+  b.momentum = momentum_.data();
+  b.x = x_.data();
+  b.y = y_.data();
+  b.h = h_.data();
+  b.dh = dh_.data();
+  b.logits = logits_.data();
+  b.dlogits = dlogits_.data();
+  return b;
+}
+
 void CudaReplica::enqueue_fused_step(int count, int global_batch, const SgdConfig& cfg) {
   // No timeline marks: traced steps run the plain way.
-  const cudaStream_t s = stream_.get();
-  const auto w = ParamViews<float>::of(params_.data());
-  cuda::GatherLinearArgs forward;
-  forward.images = train_images_.data();
-  forward.labels = train_labels_.data();
-  forward.order = order_.data();
-  forward.first = cursor_.data();
-  forward.w = w.fc1_weight;
-  forward.b = w.fc1_bias;
-  forward.x = x_.data();
-  forward.y = y_.data();
-  forward.h = h_.data();
-  forward.batch = count;
-  forward.in = L::kInput;
-  forward.out = L::kHidden;
-  cuda::gather_linear_forward(forward, s);
-
-  enqueue_classifier_head(count, 1.0f / static_cast<float>(global_batch));
-
-  cuda::WeightGradientSgdArgs last;
-  last.dy = dh_.data();
-  last.x = x_.data();
-  last.params = params_.data();
-  last.grads = grads_.data();
-  last.momentum = cfg.momentum != 0.0f ? momentum_.data() : nullptr;
-  last.batch = count;
-  last.in = L::kInput;
-  last.out = L::kHidden;
-  last.n = L::kCount;
-  last.sgd = cfg;
-  last.cursor = cursor_.data();
-  last.cursor_delta = global_batch;
-  cuda::weight_gradient_sgd(last, s);
+  mnistdp::enqueue_fused_step(step_view(), count, global_batch, cfg, /*advance_cursor=*/true, stream_.get());
+  ++fused_head_steps_;
   ++fused_steps_;
 }
 
 void CudaReplica::enqueue_classifier_head(int rows, float grad_scale) {
-  const auto w = ParamViews<float>::of(params_.data());
-  const auto g = ParamViews<float>::of(grads_.data());
-  cuda::ClassifierHeadArgs head;
-  head.h = h_.data();
-  head.w = w.fc2_weight;
-  head.b = w.fc2_bias;
-  head.labels = y_.data();
-  head.logits = logits_.data();
-  head.dlogits = dlogits_.data();
-  head.loss_sum = grads_.data() + L::kLossSlot;
-  head.dw = g.fc2_weight;
-  head.db = g.fc2_bias;
-  head.dh = dh_.data();
-  head.dh_sums = g.fc1_bias;
-  head.batch = rows;
-  head.hidden = L::kHidden;
-  head.classes = L::kClasses;
-  head.grad_scale = grad_scale;
-  cuda::classifier_head(head, stream_.get());
+  mnistdp::enqueue_classifier_head(step_view(), rows, grad_scale, stream_.get());
   ++fused_head_steps_;
 }
 

@@ -45,6 +45,7 @@
 #include <string>
 #include <vector>
 
+#include "host/fused_kernels.hpp"
 #include "host/replica.hpp"
 #include "kernels/cuda_graph.hpp"
 #include "kernels/cuda_memory.hpp"
@@ -175,6 +176,8 @@ class CudaReplica final : public Replica {
   void enqueue_classifier_head(int rows, float grad_scale);
   // The whole step of CudaStepOptions::fused_step, rows from cursor_ (which it moves on by global_batch).
   void enqueue_fused_step(int count, int global_batch, const SgdConfig& cfg);
+  // This replica's buffers, for the fused kernels (host/fused_kernels.hpp).
+  StepView step_view();
   // Records a timeline mark on the stream while steps are being traced.
   void mark(Mark m);
   bool tracing() const { return trace_remaining_ > 0; }

@@ -1,0 +1,70 @@
+#include "host/fused_kernels.hpp"
+
+#include "host/params.hpp"
+#include "kernels/classifier_head_cuda.hpp"
+#include "kernels/gather_linear_cuda.hpp"
+#include "kernels/weight_gradient_sgd_cuda.hpp"
+
+namespace mnistdp {
+
+using L = ParamLayout;
+
+void enqueue_classifier_head(const StepView& b, int rows, float grad_scale, cudaStream_t stream) {
+  const auto w = ParamViews<float>::of(b.params);
+  const auto g = ParamViews<float>::of(b.grads);
+  cuda::ClassifierHeadArgs head;
+  head.h = b.h;
+  head.w = w.fc2_weight;
+  head.b = w.fc2_bias;
+  head.labels = b.y;
+  head.logits = b.logits;
+  head.dlogits = b.dlogits;
+  head.loss_sum = b.grads + L::kLossSlot;
+  head.dw = g.fc2_weight;
+  head.db = g.fc2_bias;
+  head.dh = b.dh;
+  head.dh_sums = g.fc1_bias;
+  head.batch = rows;
+  head.hidden = L::kHidden;
+  head.classes = L::kClasses;
+  head.grad_scale = grad_scale;
+  cuda::classifier_head(head, stream);
+}
+
+void enqueue_fused_step(const StepView& b, int rows, int global_batch, const SgdConfig& cfg,
+                        bool advance_cursor, cudaStream_t stream) {
+  const auto w = ParamViews<float>::of(b.params);
+  cuda::GatherLinearArgs forward;
+  forward.images = b.images;
+  forward.labels = b.labels;
+  forward.order = b.order;
+  forward.first = b.cursor;
+  forward.w = w.fc1_weight;
+  forward.b = w.fc1_bias;
+  forward.x = b.x;
+  forward.y = b.y;
+  forward.h = b.h;
+  forward.batch = rows;
+  forward.in = L::kInput;
+  forward.out = L::kHidden;
+  cuda::gather_linear_forward(forward, stream);
+
+  enqueue_classifier_head(b, rows, 1.0f / static_cast<float>(global_batch), stream);
+
+  cuda::WeightGradientSgdArgs last;
+  last.dy = b.dh;
+  last.x = b.x;
+  last.params = b.params;
+  last.grads = b.grads;
+  last.momentum = cfg.momentum != 0.0f ? b.momentum : nullptr;
+  last.batch = rows;
+  last.in = L::kInput;
+  last.out = L::kHidden;
+  last.n = L::kCount;
+  last.sgd = cfg;
+  last.cursor = advance_cursor ? b.cursor : nullptr;
+  last.cursor_delta = global_batch;
+  cuda::weight_gradient_sgd(last, stream);
+}
+
+}  // namespace mnistdp

@@ -1,0 +1,38 @@
+#pragma once
+// SimpleNet's fused CUDA kernels on its flat buffers (host/params.hpp): the one place where the buffers of a
+// step become the kernels' arguments, so that CudaReplica and mnist-dp-bench launch them alike.
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "kernels/sgd.hpp"
+
+namespace mnistdp {
+
+// A step's device buffers, as CudaReplica holds them.
+struct StepView {
+  const std::uint8_t* images = nullptr;  // [n_images, 784], the training set
+  const std::uint8_t* labels = nullptr;  // [n_images]
+  const std::int32_t* order = nullptr;   // the epoch's order of rows
+  int* cursor = nullptr;                 // [1]: the batch's first position in order
+  float* params = nullptr;               // [ParamLayout::kCount]
+  float* grads = nullptr;                // [ParamLayout::kGradCount], the loss sum in the last slot
+  float* momentum = nullptr;             // [ParamLayout::kCount], or nullptr without momentum
+  float* x = nullptr;                    // [rows, 784]
+  std::uint8_t* y = nullptr;             // [rows]
+  float* h = nullptr;                    // [rows, 256]
+  float* dh = nullptr;                   // [rows, 256]
+  float* logits = nullptr;               // [rows, 10]
+  float* dlogits = nullptr;              // [rows, 10]
+};
+
+// The classifier head (kernels/classifier_head_cuda.hpp) over h and y: the logits, their gradient, the loss
+// slot, fc2's gradients, dh and fc1's bias gradient.
+void enqueue_classifier_head(const StepView& b, int rows, float grad_scale, cudaStream_t stream);
+
+// The fused step's three kernels (CudaStepOptions::fused_step), rows from *cursor; advance_cursor: the last
+// kernel moves *cursor on by global_batch (a benchmark that repeats one batch leaves it).
+void enqueue_fused_step(const StepView& b, int rows, int global_batch, const SgdConfig& cfg,
+                        bool advance_cursor, cudaStream_t stream);
+
+}  // namespace mnistdp
