@@ -4,6 +4,7 @@
 //   blas/...   the CPU training path (OpenBLAS for the products, the rest fused into one pass)
 //   step/...   a whole step from the ops (gather, forward, softmax cross-entropy, backward, SGD), with either
 //   replica/.. and through CpuReplica, as the trainer runs it (one replica: no all-reduce)
+//   host/...   the trainer's own host work: the epoch's shuffle
 //
 //   mnist-dp-cpu-bench [--threads=N] [Google Benchmark flags, e.g. --benchmark_filter=blas
 //                       --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
@@ -30,6 +31,7 @@
 #include <vector>
 
 #include "host/cpu_replica.hpp"
+#include "host/init.hpp"
 #include "host/params.hpp"
 #include "kernels/gather.hpp"
 #include "kernels/linear.hpp"
@@ -262,6 +264,19 @@ void bm_step_ops(benchmark::State& st, Impl impl, const DataSplits& data, int ba
   step_rates(st, batch);
 }
 
+// The trainer's host work once an epoch: the seeded permutation of a training set of `rows` (the GPU path
+// makes it while the device runs the epoch before; this says how much time it has to hide).
+void bm_epoch_order(benchmark::State& st, int rows) {
+  std::vector<std::int32_t> order(sz(rows));
+  int epoch = 0;
+  for (auto _ : st) {
+    epoch_order(order, 0, epoch++);
+    benchmark::DoNotOptimize(order.data());
+    benchmark::ClobberMemory();
+  }
+  st.SetItemsProcessed(st.iterations() * rows);
+}
+
 // The same step through CpuReplica, the trainer's CPU replica: compute_gradients, then sgd_step.
 void bm_step_replica(benchmark::State& st, const DataSplits& data, int batch) {
   CpuReplica replica(data, 0);
@@ -313,6 +328,7 @@ void register_all(const DataSplits& data) {
   }
   reg("ref/sgd/plain", [](benchmark::State& st) { bm_sgd(st, false); });
   reg("ref/sgd/momentum", [](benchmark::State& st) { bm_sgd(st, true); });
+  reg("host/epoch_order/60000", [](benchmark::State& st) { bm_epoch_order(st, 60000); });
   for (const int b : kBatches) {
     reg(fmt::format("step/ref/{}", b),
         [&data, b](benchmark::State& st) { bm_step_ops(st, Impl::ref, data, b); });

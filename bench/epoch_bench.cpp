@@ -28,6 +28,9 @@ constexpr const char* kProgram = "mnist-dp-bench --epoch";
 // the short last batch's only at the end of epoch 1 (its first sight is at the end of epoch 0): two epochs
 // keep every capture out of the timed ones.
 constexpr int kWarmUpEpochs = 2;
+// The trainer makes each epoch's order during the epoch before, while the device finishes that epoch's
+// steps. One untimed epoch after the timed ones makes every timed epoch contain one shuffle and upload.
+constexpr int kCoolDownEpochs = 1;
 using L = ParamLayout;
 
 // Random pixels and labels: the step's time does not depend on the values (no kernel branches on them but
@@ -75,13 +78,16 @@ void run_round(Variant& v, const DataSplits& data, const EpochBenchOptions& o, G
   auto communicator = make_nccl_communicator(raw);
 
   TrainConfig config;  // the reference program's: batch 64, SGD(lr = 0.01)
-  config.epochs = kWarmUpEpochs + o.repeats;
+  config.epochs = kWarmUpEpochs + o.repeats + kCoolDownEpochs;
   config.log_interval = 0;  // no loss lines: the host never waits for the device within an epoch
   config.evaluate = false;
   Trainer trainer(std::move(replicas), std::move(communicator), data.train.count, config);
   EpochTimes times;
   trainer.run(times);
-  for (std::size_t e = kWarmUpEpochs; e < times.reports.size(); ++e) {
+  if (times.reports.size() != static_cast<std::size_t>(config.epochs))
+    throw std::logic_error(
+        fmt::format("{}: {} epochs ran of {}", kProgram, times.reports.size(), config.epochs));
+  for (std::size_t e = kWarmUpEpochs; e < kWarmUpEpochs + static_cast<std::size_t>(o.repeats); ++e) {
     const EpochReport& r = times.reports[e];
     v.steps = r.steps;
     v.epoch_ms.push_back(1e3 * r.seconds);
@@ -114,11 +120,11 @@ int run_epoch_bench(const EpochBenchOptions& o) {
   fmt::print(
       "{} on {} ({} SMs), gemm {}: {} random training rows, batch 64, one replica, NCCL world size 1; "
       "host load {:.2f}\n"
-      "An epoch: the host's shuffle, the order's upload and every step, with no host wait inside; "
-      "{} timed epochs after {} warm-up epochs, per variant and round, {} rounds alternating the "
-      "variants.\n\n",
+      "An epoch: every step, and the host's shuffle and upload of the next epoch's order while the device "
+      "runs them, with no host wait inside; {} timed epochs after {} warm-up epochs and before {} more, per "
+      "variant and round, {} rounds alternating the variants.\n\n",
       kProgram, dev["name"].get<std::string>(), dev["sm_count"].get<int>(), o.gemm, o.train_rows,
-      load_average(), o.repeats, kWarmUpEpochs, o.rounds);
+      load_average(), o.repeats, kWarmUpEpochs, kCoolDownEpochs, o.rounds);
 
   Variant variants[] = {{"plain", false, false, false, {}, {}, 0, {}, {}},
                         {"graphs", true, false, false, {}, {}, 0, {}, {}},

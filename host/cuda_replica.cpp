@@ -158,6 +158,10 @@ CudaReplica::CudaReplica(const DataSplits& data, int device, const CudaStepOptio
   std::iota(rows.begin(), rows.end(), 0);
   test_rows_ = upload(rows, s);
   order_ = DeviceBuffer<std::int32_t>(static_cast<std::size_t>(train_count_));
+  for (std::size_t i = 0; i < order_staging_.size(); ++i) {
+    order_staging_[i] = PinnedBuffer<std::int32_t>(static_cast<std::size_t>(train_count_));
+    order_copied_[i].emplace(cudaEventDisableTiming);
+  }
 
   params_ = DeviceBuffer<float>(L::kCount);
   grads_ = DeviceBuffer<float>(L::kGradCount);
@@ -291,11 +295,16 @@ void CudaReplica::set_epoch_order(std::span<const std::int32_t> order) {
   }
   activate();
   flush_pending();  // a recorded step reads the order it was recorded with
-  // From pageable memory the copy returns once the data is staged, so `order` may be freed at once; it is
-  // ordered on the stream after the previous epoch's last step.
+  // The copy is ordered on the stream after the steps already queued, which read the previous order.
   if (!order.empty()) {
-    CUDA_CHECK(
-        cudaMemcpyAsync(order_.data(), order.data(), order_.bytes(), cudaMemcpyHostToDevice, stream_.get()));
+    PinnedBuffer<std::int32_t>& staging = order_staging_[static_cast<std::size_t>(order_slot_)];
+    Event& copied = *order_copied_[static_cast<std::size_t>(order_slot_)];
+    copied.synchronize();  // the copy of two orders back, long done when a trainer calls once an epoch
+    std::copy(order.begin(), order.end(), staging.data());
+    CUDA_CHECK(cudaMemcpyAsync(order_.data(), staging.data(), order_.bytes(), cudaMemcpyHostToDevice,
+                               stream_.get()));
+    copied.record(stream_.get());
+    order_slot_ = 1 - order_slot_;
   }
   order_set_ = true;
 }

@@ -36,6 +36,7 @@
 //   differently while capturing).
 #include <cuda_runtime_api.h>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -232,6 +233,13 @@ class CudaReplica final : public Replica {
   DeviceBuffer<std::int32_t> test_rows_;     // [test_count]: 0, 1, 2, ... (the test set's "order")
   DeviceBuffer<std::int32_t> order_;         // [train_count]: this epoch's permutation
   bool order_set_ = false;
+  // The order's way to order_: page-locked copies, two used in turn. A copy from pinned memory is queued
+  // without waiting (from pageable memory the driver may wait for the stream first), so the next epoch's
+  // order can be queued behind this epoch's steps. A staging buffer is written again only after the copy
+  // that read it, two orders back, has run (order_copied_).
+  std::array<PinnedBuffer<std::int32_t>, 2> order_staging_;  // [train_count] each
+  std::array<std::optional<Event>, 2> order_copied_;
+  int order_slot_ = 0;  // the staging buffer the next order goes through
 
   DeviceBuffer<float> params_;    // [ParamLayout::kCount]
   DeviceBuffer<float> grads_;     // [ParamLayout::kGradCount], the loss sum in the last slot

@@ -40,7 +40,9 @@ class Replica {
   virtual void store_momentum(std::span<float> momentum) const = 0;
   virtual bool has_momentum() const = 0;
 
-  // The epoch's order of training rows: the same permutation on every replica.
+  // The epoch's order of training rows: the same permutation on every replica. It may come while steps of the
+  // previous epoch are still running on a device; those steps read the order they were called with, and the
+  // caller may reuse `order` as soon as this returns.
   virtual void set_epoch_order(std::span<const std::int32_t> order) = 0;
 
   // Forward and backward over rows order[first, first + count) of the training set. Gradients are scaled by

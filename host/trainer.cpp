@@ -124,15 +124,23 @@ std::vector<EpochReport> Trainer::run(TrainListener& listener) {
 
   // A resumed run starts inside the epoch it stopped in; each epoch's order depends only on the seed and the
   // epoch, so the rest of that epoch sees exactly the rows it would have seen.
-  for (int epoch = static_cast<int>(total_steps / steps); epoch < config_.epochs; ++epoch) {
-    const auto start = Clock::now();
+  auto give_order = [&](int epoch) {
     epoch_order(order, config_.seed, epoch);
     for (auto& replica : replicas_)
       replica->set_epoch_order(order);
+  };
+  bool order_given = false;  // the epoch's order was given during the epoch before
+  auto step_budget_spent = [&] { return config_.max_steps > 0 && total_steps >= config_.max_steps; };
+  // An epoch begins only with a step to take: max_steps reached at an epoch's end is the run's end.
+  for (int epoch = static_cast<int>(total_steps / steps); epoch < config_.epochs && !step_budget_spent();
+       ++epoch) {
+    const auto start = Clock::now();
+    if (!order_given) give_order(epoch);
+    order_given = false;
 
     EpochReport report{epoch, 0, 0, 0.0, {}, true, 0};
     for (int i = static_cast<int>(total_steps - static_cast<long>(epoch) * steps); i < steps; ++i) {
-      if ((config_.max_steps > 0 && total_steps >= config_.max_steps) || stop_before_step(listener)) {
+      if (step_budget_spent() || stop_before_step(listener)) {
         report.complete = false;
         break;
       }
@@ -151,6 +159,14 @@ std::vector<EpochReport> Trainer::run(TrainListener& listener) {
         listener.on_step_loss({epoch, i, loss});
       }
       listener.on_step(epoch, i, steps);
+    }
+    // The next epoch's order, made while the devices still run this epoch's queued steps: a GPU replica's
+    // upload is queued behind them, so neither the shuffle nor the copy waits, or makes the device wait, at
+    // the epoch boundary.
+    const bool next_epoch_starts = report.complete && epoch + 1 < config_.epochs && !step_budget_spent();
+    if (next_epoch_starts) {
+      give_order(epoch + 1);
+      order_given = true;
     }
     // loss_sum() waits for the replica's device: the epoch ends when every replica has finished its last
     // step, and evaluation, which waits too, stays out of the epoch time.

@@ -1,7 +1,8 @@
 #pragma once
 // The training loop: the reference program's loop, with the data-parallel steps written out.
 //
-//   for each epoch: one seeded permutation of the training rows, the same on every replica
+//   for each epoch: one seeded permutation of the training rows, the same on every replica (made and given to
+//   the replicas at the end of the epoch before, while their devices finish its steps)
 //     for each global batch of batch_size rows (the last one short):
 //       replica r computes the gradient of its shard, scaled by 1 / global batch   (compute_gradients)
 //       the communicator sums the gradient buffers, loss sum included              (all_reduce_gradients)

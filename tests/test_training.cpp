@@ -1,6 +1,10 @@
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <span>
+#include <string>
 #include <vector>
 
 #include "host/cpu_replica.hpp"
@@ -108,4 +112,99 @@ TEST_CASE("5 epochs on Fashion-MNIST reach the reference program's accuracy", "[
   // PyTorch's SimpleNet with the same settings reaches 83.8% on this machine.
   CHECK(reports.back().test.accuracy() >= 0.83);
   CHECK(recorder.losses.size() == 5 * 10);  // steps 0, 100, ..., 900 of each epoch
+}
+
+namespace {
+
+// Logs the trainer's calls, naming each order by the epoch whose permutation it is.
+class CallLog final : public Replica {
+ public:
+  CallLog(std::unique_ptr<Replica> inner, std::uint64_t seed, int train_count, std::vector<std::string>& log)
+      : inner_(std::move(inner)), log_(log) {
+    for (int e = 0; e < 8; ++e) {
+      orders_.emplace_back(static_cast<std::size_t>(train_count));
+      epoch_order(orders_.back(), seed, e);
+    }
+  }
+  std::string description() const override { return inner_->description(); }
+  void load_parameters(std::span<const float> p) override { inner_->load_parameters(p); }
+  void store_parameters(std::span<float> p) const override { inner_->store_parameters(p); }
+  void load_momentum(std::span<const float> m) override { inner_->load_momentum(m); }
+  void store_momentum(std::span<float> m) const override { inner_->store_momentum(m); }
+  bool has_momentum() const override { return inner_->has_momentum(); }
+  void set_epoch_order(std::span<const std::int32_t> o) override {
+    std::string name = "order ?";
+    for (std::size_t e = 0; e < orders_.size(); ++e)
+      if (std::equal(o.begin(), o.end(), orders_[e].begin(), orders_[e].end()))
+        name = "order " + std::to_string(e);
+    log_.push_back(name);
+    inner_->set_epoch_order(o);
+  }
+  void compute_gradients(int first, int count, int global_batch) override {
+    log_.push_back("step " + std::to_string(first));
+    inner_->compute_gradients(first, count, global_batch);
+  }
+  float* gradient_buffer() override { return inner_->gradient_buffer(); }
+  void sgd_step(const SgdConfig& cfg) override { inner_->sgd_step(cfg); }
+  float loss_sum() override { return inner_->loss_sum(); }
+  EvalResult evaluate() override {
+    log_.push_back("evaluate");
+    return inner_->evaluate();
+  }
+  void trace_steps(long steps) override { inner_->trace_steps(steps); }
+  std::vector<StepMarks> take_trace() override { return inner_->take_trace(); }
+
+ private:
+  std::unique_ptr<Replica> inner_;
+  std::vector<std::string>& log_;
+  std::vector<std::vector<std::int32_t>> orders_;
+};
+
+std::vector<std::string> call_log(const DataSplits& data, const TrainConfig& config) {
+  std::vector<std::string> log;
+  std::vector<std::unique_ptr<Replica>> replicas;
+  replicas.push_back(
+      std::make_unique<CallLog>(std::make_unique<CpuReplica>(data, 0), config.seed, data.train.count, log));
+  std::vector<float> params(ParamLayout::kCount);
+  init_parameters(params, config.seed);
+  replicas[0]->load_parameters(params);
+  Trainer trainer(std::move(replicas), make_host_communicator(), data.train.count, config);
+  LossRecorder recorder;
+  trainer.run(recorder);
+  return log;
+}
+
+}  // namespace
+
+TEST_CASE("each epoch's order is given after the last step of the epoch before, and only if it runs",
+          "[training]") {
+  const DataSplits data = testing::synthetic_splits(150, 10, 5);  // 3 steps an epoch: 64, 64, 22
+  TrainConfig config;
+  config.epochs = 3;
+  config.log_interval = 0;
+  config.seed = 9;
+  using Log = std::vector<std::string>;
+
+  SECTION("every epoch runs: the next order comes before the epoch's evaluation") {
+    CHECK(call_log(data, config) == Log{"order 0", "step 0", "step 64", "step 128", "order 1", "evaluate",
+                                        "step 0", "step 64", "step 128", "order 2", "evaluate", "step 0",
+                                        "step 64", "step 128", "evaluate"});
+  }
+  SECTION("max_steps at an epoch's end: no order for an epoch that will not run") {
+    config.max_steps = 6;
+    config.evaluate = false;
+    CHECK(call_log(data, config) ==
+          Log{"order 0", "step 0", "step 64", "step 128", "order 1", "step 0", "step 64", "step 128"});
+  }
+  SECTION("max_steps inside an epoch") {
+    config.max_steps = 4;
+    config.evaluate = false;
+    CHECK(call_log(data, config) == Log{"order 0", "step 0", "step 64", "step 128", "order 1", "step 0"});
+  }
+  SECTION("a resumed run gives its first epoch's order itself") {
+    config.start_step = 4;
+    config.evaluate = false;
+    CHECK(call_log(data, config) ==
+          Log{"order 1", "step 64", "step 128", "order 2", "step 0", "step 64", "step 128"});
+  }
 }
