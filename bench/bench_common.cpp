@@ -109,6 +109,12 @@ std::size_t l2_bytes(int device) {
   return static_cast<std::size_t>(l2);
 }
 
+bool supports_programmatic_launch(int device) {
+  int major = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  return major >= 9;
+}
+
 nlohmann::json device_json(int device) {
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, device));

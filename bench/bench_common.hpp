@@ -54,5 +54,7 @@ Stats time_graph(const LaunchFn& launch, cudaStream_t stream, const TimingConfig
 nlohmann::json device_json(int device);
 // The L2 size of `device`, in bytes.
 std::size_t l2_bytes(int device);
+// Whether `device` takes programmatic dependent launches (kernels/launch_order.hpp): compute capability 9.0+.
+bool supports_programmatic_launch(int device);
 
 }  // namespace mnistdp::bench

@@ -60,6 +60,7 @@ struct Variant {
   bool graphs;
   bool fused_head;
   bool fused_step;
+  bool programmatic;                // the fused step with programmatic dependent launch
   std::vector<double> us_per_step;  // one per timed epoch, every round
   std::vector<double> epoch_ms;
   int steps = 0;
@@ -70,7 +71,8 @@ struct Variant {
 // One round of one variant: a fresh replica and communicator, 1 + repeats epochs from the same start.
 void run_round(Variant& v, const DataSplits& data, const EpochBenchOptions& o, GemmImpl gemm) {
   std::vector<std::unique_ptr<Replica>> replicas;
-  replicas.push_back(make_cuda_replica(data, o.device, {gemm, v.graphs, v.fused_head, v.fused_step}));
+  replicas.push_back(
+      make_cuda_replica(data, o.device, {gemm, v.graphs, v.fused_head, v.fused_step, v.programmatic}));
   std::vector<float> init(L::kCount);
   init_parameters(init, 0);
   replicas[0]->load_parameters(init);
@@ -126,18 +128,22 @@ int run_epoch_bench(const EpochBenchOptions& o) {
       kProgram, dev["name"].get<std::string>(), dev["sm_count"].get<int>(), o.gemm, o.train_rows,
       load_average(), o.repeats, kWarmUpEpochs, kCoolDownEpochs, o.rounds);
 
-  Variant variants[] = {{"plain", false, false, false, {}, {}, 0, {}, {}},
-                        {"graphs", true, false, false, {}, {}, 0, {}, {}},
-                        {"head", false, true, false, {}, {}, 0, {}, {}},
-                        {"head+graphs", true, true, false, {}, {}, 0, {}, {}},
-                        {"fused step", true, true, true, {}, {}, 0, {}, {}}};
+  std::vector<Variant> variants = {{"plain", false, false, false, false, {}, {}, 0, {}, {}},
+                                   {"graphs", true, false, false, false, {}, {}, 0, {}, {}},
+                                   {"head", false, true, false, false, {}, {}, 0, {}, {}},
+                                   {"head+graphs", true, true, false, false, {}, {}, 0, {}, {}},
+                                   {"fused step", true, true, true, false, {}, {}, 0, {}, {}}};
+  if (supports_programmatic_launch(o.device))
+    variants.push_back({"fused+pdl", true, true, true, true, {}, {}, 0, {}, {}});
+  else
+    fmt::print("fused+pdl: skipped, the device is older than compute capability 9.0\n");
   for (int round = 0; round < o.rounds; ++round)
     for (Variant& v : variants)
       run_round(v, data, o, gemm);
 
   // Same start, same steps, kernels that sum in the same orders: the same parameters, to the bit (cuBLAS:
   // see the tests).
-  const bool same = std::all_of(std::begin(variants), std::end(variants),
+  const bool same = std::all_of(variants.begin(), variants.end(),
                                 [&](const Variant& v) { return v.params == variants[0].params; });
   const Stats plain = summarize(variants[0].us_per_step, variants[0].steps);
   fmt::print("{:<13} {:>6} {:>12} {:>10} {:>10} {:>10} {:>9}  {}\n", "variant", "steps", "ms/epoch",
@@ -153,6 +159,7 @@ int run_epoch_bench(const EpochBenchOptions& o) {
                     {"cuda_graphs", v.graphs},
                     {"fused_head", v.fused_head},
                     {"fused_step", v.fused_step},
+                    {"programmatic_launch", v.programmatic},
                     {"steps_per_epoch", v.steps},
                     {"epoch_ms", to_json(ms)},
                     {"step_us", to_json(us)},

@@ -1,11 +1,13 @@
 #pragma once
-// mnist-dp-bench --epoch: whole training epochs of one replica on one GPU, side by side in five variants:
+// mnist-dp-bench --epoch: whole training epochs of one replica on one GPU, side by side in six variants:
 // launched the plain way, replayed as CUDA graphs (CudaStepOptions::cuda_graphs), with the fused classifier
-// head (CudaStepOptions::fused_head), with both, and as the fused step (CudaStepOptions::fused_step: three
-// kernels a step, in a graph). What an epoch is timed as is what the
-// trainer reports for it: from the host's shuffle of the epoch's order to the end of its last step on the
-// device, with the order's upload, every step's gather, and the all-reduce (NCCL, world size 1) inside; the
-// host never waits for the device within an epoch (no loss lines, no evaluation).
+// head (CudaStepOptions::fused_head), with both, as the fused step (CudaStepOptions::fused_step: three
+// kernels a step, in a graph), and as the fused step with programmatic dependent launch
+// (CudaStepOptions::programmatic_launch; compute capability 9.0+). What an epoch is timed as is what the
+// trainer reports for it: from the start of its first step to the end of its last step on the device, with
+// every step's gather, the all-reduce (NCCL, world size 1), and the host's shuffle and upload of the next
+// epoch's order inside; the host never waits for the device within an epoch (no loss lines, no
+// evaluation).
 #include <string>
 
 namespace mnistdp::bench {

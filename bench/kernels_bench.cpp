@@ -517,16 +517,17 @@ struct ImplChoice {
 struct StepVariant {
   GemmImpl impl;
   bool fused_head;
-  bool fused_step = false;  // the fused step's three kernels (its GEMM is v4's tiling, whatever impl says)
+  bool fused_step = false;    // the fused step's three kernels (its GEMM is v4's tiling, whatever impl says)
+  bool programmatic = false;  // the fused step with programmatic dependent launch
   std::string name() const {
-    if (fused_step) return "fused-step";
+    if (fused_step) return programmatic ? "fused-step+pdl" : "fused-step";
     return std::string(gemm_impl_name(impl)) + (fused_head ? "+head" : "");
   }
 };
-constexpr StepVariant kStepVariants[] = {{GemmImpl::naive, false},   {GemmImpl::tiled, false},
-                                         {GemmImpl::blocked, false}, {GemmImpl::slab, false},
-                                         {GemmImpl::cublas, false},  {GemmImpl::blocked, true},
-                                         {GemmImpl::slab, true},     {GemmImpl::slab, true, true}};
+constexpr StepVariant kStepVariants[] = {
+    {GemmImpl::naive, false}, {GemmImpl::tiled, false},     {GemmImpl::blocked, false},
+    {GemmImpl::slab, false},  {GemmImpl::cublas, false},    {GemmImpl::blocked, true},
+    {GemmImpl::slab, true},   {GemmImpl::slab, true, true}, {GemmImpl::slab, true, true, true}};
 
 std::vector<ImplChoice> impls_for(const GemmCase& g) {
   std::vector<ImplChoice> v = {{"naive", GemmImpl::naive, true},
@@ -887,7 +888,8 @@ class Runner {
   // A whole training step of one replica with `batch` rows (of a global batch of 64), built from the
   // project's launchers as CudaReplica does: gather, fc1 and fc2 forward, softmax cross-entropy, fc2 and fc1
   // backward, SGD; with the fused head (impl name "+head"), fc1 forward, the head, fc1's weight gradient;
-  // the fused step ("fused-step"), its three kernels. No all-reduce (allreduce_bench times that).
+  // the fused step ("fused-step"), its three kernels, also with programmatic dependent launch
+  // ("fused-step+pdl"). No all-reduce (allreduce_bench times that).
   void step_cases(int batch) {
     const std::string group = fmt::format("step-b{}", batch);
     const cudaStream_t s = stream_->get();
@@ -895,9 +897,15 @@ class Runner {
       const GemmImpl impl = variant.impl;
       const bool fused_head = variant.fused_head;
       const bool fused_step = variant.fused_step;
+      const cuda::LaunchOrder order =
+          variant.programmatic ? cuda::LaunchOrder::programmatic : cuda::LaunchOrder::serial;
       const std::string name = variant.name();
       const std::string id = group + "/step/" + name;
       if (!selected(id)) continue;
+      if (variant.programmatic && !supports_programmatic_launch(device_)) {
+        fmt::print("{}: skipped, the device is older than compute capability 9.0\n", id);
+        continue;
+      }
       auto data = training_set();
       struct StepBuffers {
         DeviceBuffer<float> params{ParamLayout::kCount}, grads{ParamLayout::kGradCount};
@@ -938,12 +946,12 @@ class Runner {
       fused.logits = buf->logits.data();
       fused.dlogits = buf->dlogits.data();
       auto launch = [data, buf, batch, steps, ctx, sgd, s, fused, fused_head = fused_head,
-                     fused_step = fused_step](long i) {
+                     fused_step = fused_step, order](long i) {
         const auto w = ParamViews<float>::of(buf->params.data());
         const auto g = ParamViews<float>::of(buf->grads.data());
         if (fused_step) {
           // The rows of step 0 every time (the offset is not moved on): the time does not depend on them.
-          enqueue_fused_step(fused, batch, kGlobalBatch, sgd, /*advance_cursor=*/false, s);
+          enqueue_fused_step(fused, batch, kGlobalBatch, sgd, /*advance_cursor=*/false, order, s);
           return;
         }
         cuda::gather_normalize(data->images.data(), data->labels.data(),

@@ -103,6 +103,11 @@ void add_train_options(CLI::App& train, TrainOptions& o) {
       "--fused-step", o.fused_step,
       "With one GPU replica: each step as three CUDA kernels in one graph; implies --cuda-graphs and "
       "--fused-head (the same results, --gemm cublas aside)");
+  train.add_flag(
+      "--pdl", o.pdl,
+      "Launch the fused step's second and third kernels with programmatic dependent launch, so that "
+      "each may start while the one before finishes (compute capability 9.0+); implies "
+      "--fused-step (the same results)");
   train.add_option("--metrics", o.metrics, "Write metrics as JSON lines to this file");
   train.add_flag_callback(
       "--progress", [&o] { o.progress = ProgressMode::On; },

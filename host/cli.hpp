@@ -24,6 +24,7 @@ struct TrainOptions {
   bool cuda_graphs = false;      // replay each CUDA training step as a CUDA graph
   bool fused_head = false;       // fc2, the loss and their gradients in one CUDA kernel
   bool fused_step = false;       // the whole step in three CUDA kernels (implies the two above)
+  bool pdl = false;              // the fused step with programmatic dependent launch (implies fused_step)
   std::optional<std::filesystem::path> metrics;  // JSON lines, one record per logged step and per epoch
   ProgressMode progress = ProgressMode::Auto;
   bool explain = false;

@@ -136,6 +136,7 @@ CudaReplica::CudaReplica(const DataSplits& data, int device, const CudaStepOptio
       gemm_(options.gemm),
       fused_head_(options.fused_head),
       fused_step_(options.fused_step),
+      fused_order_(options.programmatic_launch ? cuda::LaunchOrder::programmatic : cuda::LaunchOrder::serial),
       graphs_on_(options.cuda_graphs) {
   check_split(data.train, "training");
   check_split(data.test, "test");
@@ -145,6 +146,11 @@ CudaReplica::CudaReplica(const DataSplits& data, int device, const CudaStepOptio
   cc_major_ = prop.major;
   cc_minor_ = prop.minor;
   sm_count_ = prop.multiProcessorCount;
+  if (fused_order_ == cuda::LaunchOrder::programmatic && cc_major_ < 9) {
+    throw std::invalid_argument(fmt::format(
+        "programmatic dependent launch (--pdl) needs compute capability 9.0 or newer; cuda:{} {} is sm_{}{}",
+        device_, device_name_, cc_major_, cc_minor_));
+  }
   if (gemm_ == GemmImpl::cublas) cublas_.emplace(stream_.get());
 
   const cudaStream_t s = stream_.get();
@@ -218,7 +224,9 @@ std::string CudaReplica::description() const {
   // The fused step runs only once the communicator has handed this replica its all-reduce (a lone replica).
   const char* fused = "";
   if (fused_step_)
-    fused = owns_all_reduce() ? ", fused step" : ", fused head (the fused step needs a lone replica)";
+    fused = !owns_all_reduce() ? ", fused head (the fused step needs a lone replica)"
+            : fused_order_ == cuda::LaunchOrder::programmatic ? ", fused step, programmatic launch"
+                                                              : ", fused step";
   else if (fused_head_)
     fused = ", fused head";
   return fmt::format("cuda:{} {} (sm_{}{}, {} SMs), gemm {}{}{}, {:.1f} MiB of device memory", device_,
@@ -342,7 +350,8 @@ StepView CudaReplica::step_view() {
 
 void CudaReplica::enqueue_fused_step(int count, int global_batch, const SgdConfig& cfg) {
   // No timeline marks: traced steps run the plain way.
-  mnistdp::enqueue_fused_step(step_view(), count, global_batch, cfg, /*advance_cursor=*/true, stream_.get());
+  mnistdp::enqueue_fused_step(step_view(), count, global_batch, cfg, /*advance_cursor=*/true, fused_order_,
+                              stream_.get());
   ++fused_head_steps_;
   ++fused_steps_;
 }

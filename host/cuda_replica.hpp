@@ -51,6 +51,7 @@
 #include "kernels/cuda_graph.hpp"
 #include "kernels/cuda_memory.hpp"
 #include "kernels/gemm_impl.hpp"
+#include "kernels/launch_order.hpp"
 #include "kernels/linear_cuda.hpp"
 #include "mnist_io/dataset.hpp"
 
@@ -96,6 +97,10 @@ struct CudaStepOptions {
   // replica, world size 1: the all-reduce is the identity) and replays whole steps (cuda_graphs). The same
   // bits as the plain path with every GEMM but cuBLAS.
   bool fused_step = false;
+  // With fused_step: the step's second and third kernels launched programmatically
+  // (kernels/launch_order.hpp), so that each may be scheduled while the one before finishes. Compute
+  // capability 9.0 and newer; the same bits.
+  bool programmatic_launch = false;
 };
 
 class CudaReplica final : public Replica {
@@ -216,6 +221,7 @@ class CudaReplica final : public Replica {
   GemmImpl gemm_;
   bool fused_head_ = false;
   bool fused_step_ = false;
+  cuda::LaunchOrder fused_order_ = cuda::LaunchOrder::serial;
   std::string device_name_;
   int cc_major_ = 0;
   int cc_minor_ = 0;

@@ -9,7 +9,8 @@ namespace mnistdp {
 
 using L = ParamLayout;
 
-void enqueue_classifier_head(const StepView& b, int rows, float grad_scale, cudaStream_t stream) {
+void enqueue_classifier_head(const StepView& b, int rows, float grad_scale, cudaStream_t stream,
+                             cuda::LaunchOrder order) {
   const auto w = ParamViews<float>::of(b.params);
   const auto g = ParamViews<float>::of(b.grads);
   cuda::ClassifierHeadArgs head;
@@ -28,11 +29,11 @@ void enqueue_classifier_head(const StepView& b, int rows, float grad_scale, cuda
   head.hidden = L::kHidden;
   head.classes = L::kClasses;
   head.grad_scale = grad_scale;
-  cuda::classifier_head(head, stream);
+  cuda::classifier_head(head, stream, order);
 }
 
 void enqueue_fused_step(const StepView& b, int rows, int global_batch, const SgdConfig& cfg,
-                        bool advance_cursor, cudaStream_t stream) {
+                        bool advance_cursor, cuda::LaunchOrder order, cudaStream_t stream) {
   const auto w = ParamViews<float>::of(b.params);
   cuda::GatherLinearArgs forward;
   forward.images = b.images;
@@ -49,7 +50,7 @@ void enqueue_fused_step(const StepView& b, int rows, int global_batch, const Sgd
   forward.out = L::kHidden;
   cuda::gather_linear_forward(forward, stream);
 
-  enqueue_classifier_head(b, rows, 1.0f / static_cast<float>(global_batch), stream);
+  enqueue_classifier_head(b, rows, 1.0f / static_cast<float>(global_batch), stream, order);
 
   cuda::WeightGradientSgdArgs last;
   last.dy = b.dh;
@@ -64,7 +65,7 @@ void enqueue_fused_step(const StepView& b, int rows, int global_batch, const Sgd
   last.sgd = cfg;
   last.cursor = advance_cursor ? b.cursor : nullptr;
   last.cursor_delta = global_batch;
-  cuda::weight_gradient_sgd(last, stream);
+  cuda::weight_gradient_sgd(last, stream, order);
 }
 
 }  // namespace mnistdp

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "kernels/launch_order.hpp"
 #include "kernels/sgd.hpp"
 
 namespace mnistdp {
@@ -28,11 +29,13 @@ struct StepView {
 
 // The classifier head (kernels/classifier_head_cuda.hpp) over h and y: the logits, their gradient, the loss
 // slot, fc2's gradients, dh and fc1's bias gradient.
-void enqueue_classifier_head(const StepView& b, int rows, float grad_scale, cudaStream_t stream);
+void enqueue_classifier_head(const StepView& b, int rows, float grad_scale, cudaStream_t stream,
+                             cuda::LaunchOrder order = cuda::LaunchOrder::serial);
 
 // The fused step's three kernels (CudaStepOptions::fused_step), rows from *cursor; advance_cursor: the last
-// kernel moves *cursor on by global_batch (a benchmark that repeats one batch leaves it).
+// kernel moves *cursor on by global_batch (a benchmark that repeats one batch leaves it). order: how the
+// second and third kernels follow the one before (the first is always launched the serial way).
 void enqueue_fused_step(const StepView& b, int rows, int global_batch, const SgdConfig& cfg,
-                        bool advance_cursor, cudaStream_t stream);
+                        bool advance_cursor, cuda::LaunchOrder order, cudaStream_t stream);
 
 }  // namespace mnistdp

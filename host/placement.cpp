@@ -149,9 +149,11 @@ std::vector<std::unique_ptr<Replica>> make_replicas(const TrainOptions& o, const
   if (placement.gpu) {
     CudaStepOptions step;
     step.gemm = parse_gemm_impl(o.gemm);
-    step.cuda_graphs = o.cuda_graphs || o.fused_step;
-    step.fused_head = o.fused_head || o.fused_step;
-    step.fused_step = o.fused_step;
+    const bool fused_step = o.fused_step || o.pdl;
+    step.cuda_graphs = o.cuda_graphs || fused_step;
+    step.fused_head = o.fused_head || fused_step;
+    step.fused_step = fused_step;
+    step.programmatic_launch = o.pdl;
     for (int device : placement.replica_devices)
       replicas.push_back(make_cuda_replica(data, device, step));
     return replicas;

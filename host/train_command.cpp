@@ -304,9 +304,9 @@ int run_train(const TrainOptions& o, const LaunchInfo& launch, ProcessGroup* gro
   std::vector<std::unique_ptr<Replica>> replicas = make_replicas(o, data, placement);
   std::unique_ptr<Communicator> communicator = make_communicator(placement, replicas, group, rank_timeout(o));
   if (root) print_placement(placement, replicas, *communicator, t.batch_size, data.train.count, world_size);
-  if (root && !placement.gpu && (o.cuda_graphs || o.fused_head || o.fused_step))
+  if (root && !placement.gpu && (o.cuda_graphs || o.fused_head || o.fused_step || o.pdl))
     fmt::print(
-        "note: --cuda-graphs, --fused-head and --fused-step change CUDA replicas only; these CPU "
+        "note: --cuda-graphs, --fused-head, --fused-step and --pdl change CUDA replicas only; these CPU "
         "replicas run as always\n");
   if (o.explain && root) {
     std::vector<std::string> names;

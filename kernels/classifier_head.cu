@@ -18,6 +18,7 @@
 #include "kernels/classifier_head_split.hpp"
 #include "kernels/cuda_check.hpp"
 #include "kernels/gemm_common.cuh"
+#include "kernels/programmatic_launch.cuh"
 #include "kernels/softmax_xent_row.cuh"
 
 namespace mnistdp::cuda {
@@ -50,6 +51,8 @@ __global__ void __launch_bounds__(kThreads) classifier_head_kernel(ClassifierHea
   const float* __restrict__ w = a.w;                   // [classes, hidden]
   const float* __restrict__ b = a.b;                   // [classes]
   const std::uint8_t* __restrict__ labels = a.labels;  // [batch]
+  detail::wait_for_previous_kernel();  // h (and in the fused step y) come from the kernel before
+  detail::allow_next_kernel();
 
   // 1. z = h w^T + b: each logit by one thread, k ascending, as the GEMMs sum (then the bias, their
   // epilogue). A thread's logits i, i + kThreads, ... advance together; one past the end computes row 0's
@@ -147,7 +150,7 @@ bool classifier_head_fits(int batch, int classes) {
   return batch >= 0 && classes >= 1 && shared_bytes(batch, classes) <= kMaxSharedBytes;
 }
 
-void classifier_head(const ClassifierHeadArgs& a, cudaStream_t stream) {
+void classifier_head(const ClassifierHeadArgs& a, cudaStream_t stream, LaunchOrder order) {
   if (a.batch < 0 || a.hidden < 1 || a.classes < 1) throw std::invalid_argument("classifier_head: bad shape");
   if (!classifier_head_fits(a.batch, a.classes)) {
     throw std::invalid_argument("classifier_head: " + std::to_string(a.batch) + " rows of " +
@@ -159,8 +162,9 @@ void classifier_head(const ClassifierHeadArgs& a, cudaStream_t stream) {
   if (!rows_given || !a.w || !a.b || !a.loss_sum || !a.dw || !a.db || !a.dh_sums)
     throw std::invalid_argument("classifier_head: null pointer");
   const auto shared = static_cast<std::size_t>(shared_bytes(a.batch, a.classes));
-  classifier_head_kernel<<<head_split::grid_blocks(a.hidden, a.classes), kThreads, shared, stream>>>(a);
-  CUDA_CHECK_LAUNCH();
+  detail::launch(classifier_head_kernel,
+                 dim3(static_cast<unsigned>(head_split::grid_blocks(a.hidden, a.classes))), dim3(kThreads),
+                 shared, stream, order, a);
 }
 
 }  // namespace mnistdp::cuda

@@ -13,6 +13,8 @@
 
 #include <cstdint>
 
+#include "kernels/launch_order.hpp"
+
 namespace mnistdp::cuda {
 
 // Whether one launch can take a shard of `batch` rows: every block keeps the shard's logits and their
@@ -49,6 +51,9 @@ struct ClassifierHeadArgs {
   float grad_scale = 1.0f;
 };
 
-void classifier_head(const ClassifierHeadArgs& args, cudaStream_t stream);
+// order: how the launch follows the kernel before it on the stream (launch_order.hpp); the same results
+// either way.
+void classifier_head(const ClassifierHeadArgs& args, cudaStream_t stream,
+                     LaunchOrder order = LaunchOrder::serial);
 
 }  // namespace mnistdp::cuda

@@ -9,6 +9,7 @@
 #include "kernels/gather_linear_cuda.hpp"
 #include "kernels/gemm_slab.cuh"
 #include "kernels/normalize_pixel.cuh"
+#include "kernels/programmatic_launch.cuh"
 
 namespace mnistdp::cuda {
 namespace {
@@ -24,8 +25,13 @@ __global__ void __launch_bounds__(kThreads) gather_linear_kernel(GatherLinearArg
   const int col0 = static_cast<int>(blockIdx.x) * kTileN;
   const bool writes_batch = blockIdx.x == 0;
 
+  // The table reads no memory. The fused step launches this kernel the serial way, so the wait returns at
+  // once; it is there for a programmatic launch. The classifier head that follows may be scheduled beside it
+  // (programmatic_launch.cuh).
   for (int p = tid; p < 256; p += kThreads)
     normalised[p] = detail::normalize_pixel(static_cast<unsigned>(p));
+  detail::wait_for_previous_kernel();
+  detail::allow_next_kernel();
   if (tid < kTileM) {
     const int r = row0 + tid;
     source[tid] = r < a.batch ? a.order[*a.first + r] : -1;

@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "kernels/cuda_check.hpp"
+#include "kernels/programmatic_launch.cuh"
 #include "kernels/sgd_update.cuh"
 #include "kernels/weight_gradient_sgd_cuda.hpp"
 
@@ -24,6 +25,7 @@ __global__ void __launch_bounds__(kThreads) weight_gradient_sgd_kernel(WeightGra
   // 32-bit indices (the launcher checks that they suffice): a 64-bit division is a long routine on the GPU.
   const int n = static_cast<int>(a.n);
   const int weights = a.out * a.in;
+  detail::wait_for_previous_kernel();  // dy, the gradients and the offset come from the kernels before
   for (int i = static_cast<int>(blockIdx.x) * kThreads + static_cast<int>(threadIdx.x); i < n;
        i += static_cast<int>(gridDim.x) * kThreads) {
     float g;
@@ -47,7 +49,7 @@ __global__ void __launch_bounds__(kThreads) weight_gradient_sgd_kernel(WeightGra
 
 }  // namespace
 
-void weight_gradient_sgd(const WeightGradientSgdArgs& a, cudaStream_t stream) {
+void weight_gradient_sgd(const WeightGradientSgdArgs& a, cudaStream_t stream, LaunchOrder order) {
   if (a.batch < 0 || a.in < 0 || a.out < 0) throw std::invalid_argument("weight_gradient_sgd: negative size");
   const std::size_t weights = static_cast<std::size_t>(a.out) * static_cast<std::size_t>(a.in);
   if (a.n < weights)
@@ -61,8 +63,8 @@ void weight_gradient_sgd(const WeightGradientSgdArgs& a, cudaStream_t stream) {
     throw std::invalid_argument("weight_gradient_sgd: momentum != 0 needs a buffer");
   if (a.n == 0 && !a.cursor) return;
   const std::size_t blocks = std::clamp<std::size_t>((a.n + kThreads - 1) / kThreads, 1, kMaxBlocks);
-  weight_gradient_sgd_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(a);
-  CUDA_CHECK_LAUNCH();
+  detail::launch(weight_gradient_sgd_kernel, dim3(static_cast<unsigned>(blocks)), dim3(kThreads), 0, stream,
+                 order, a);
 }
 
 }  // namespace mnistdp::cuda

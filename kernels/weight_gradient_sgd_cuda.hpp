@@ -6,6 +6,7 @@
 
 #include <cstddef>
 
+#include "kernels/launch_order.hpp"
 #include "kernels/sgd.hpp"
 
 namespace mnistdp::cuda {
@@ -37,6 +38,9 @@ struct WeightGradientSgdArgs {
   int cursor_delta = 0;
 };
 
-void weight_gradient_sgd(const WeightGradientSgdArgs& args, cudaStream_t stream);
+// order: how the launch follows the kernel before it on the stream (launch_order.hpp); the same results
+// either way.
+void weight_gradient_sgd(const WeightGradientSgdArgs& args, cudaStream_t stream,
+                         LaunchOrder order = LaunchOrder::serial);
 
 }  // namespace mnistdp::cuda

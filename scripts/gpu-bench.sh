@@ -73,7 +73,7 @@ stage() {
 # the step's kernels; the all-reduce; whole epochs with the other GEMMs. All four hand-written GEMMs give the
 # same bits, so the fastest can be the fast path's (docs/performance.md, "Blocks").
 epochs() {  # GEMM LIMIT
-  stage "epochs with --gemm $1: plain, graphs, fused head, both, fused step (mnist-dp-bench --epoch)" "$2" \
+  stage "epochs with --gemm $1: plain, graphs, fused head, both, fused step, with pdl (mnist-dp-bench --epoch)" "$2" \
     "$OUT/epoch-$1.txt" "$BUILD_DIR/mnist-dp-bench" --epoch --epoch-gemm "$1" --rounds 2 \
     --json "$OUT/epoch-$1.json"
 }
@@ -93,7 +93,7 @@ if command -v ncu >/dev/null 2>&1 && [ -d "$DATA" ]; then
   # ncu profiles the kernels of a graph's launches one by one, by name.
   for path in plain fast; do
     args=()
-    [ "$path" = fast ] && args=(--fused-step --gemm slab)
+    [ "$path" = fast ] && args=(--pdl --gemm slab)
     stage "profiles of the step's kernels, $path path (ncu)" 60 "$OUT/ncu-$path.txt" \
       ncu --clock-control none --launch-skip 300 --launch-count 30 \
       --section SpeedOfLight --section LaunchStats --section Occupancy \

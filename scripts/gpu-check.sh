@@ -146,12 +146,13 @@ bin=$BUILD_DIR/mnist-dp
 if [ "$build_ok" = 1 ] && [ "$has_gpu" = 1 ]; then
   if [ -d "$DATA" ]; then
     section "training, $EPOCHS epochs, GPU (plain, then the fast path) then CPU (data: $DATA)"
-    # The fast path (the fused step: three kernels a step in one graph; the slab GEMM where products remain)
+    # The fast path (the fused step: three kernels a step in one graph, launched programmatically; the slab
+    # GEMM where products remain)
     # computes the plain path's step to the bit, so its loss lines and accuracy must be the plain run's.
     for run in cuda cuda-fast cpu; do
       case $run in
         cuda) args=(--device cuda) ;;
-        cuda-fast) args=(--device cuda --fused-step --gemm slab) ;;
+        cuda-fast) args=(--device cuda --pdl --gemm slab) ;;
         cpu) args=(--device cpu) ;;
       esac
       start=$(date +%s.%N)
@@ -205,10 +206,10 @@ if [ "$build_ok" = 1 ] && [ "$has_gpu" = 1 ]; then
       note "sanitizer $tool, $label: exit $rc, ${errors:-no summary}"
     }
     # Most telling first, as the budget may stop the list: short training runs (the default path, then the
-    # fast path: the fused step, the slab GEMM), then the tests' kernels (every GEMM version included; the
+    # fast path: the fused step with --pdl, the slab GEMM), then the tests' kernels (every GEMM version included; the
     # 100-step runs left out), last the replicas' streams.
     if [ -d "$DATA" ]; then
-      fast=(--fused-step --gemm slab)
+      fast=(--pdl --gemm slab)
       run_tool memcheck "train ${steps[*]}" "$bin" train --data "$DATA" "${steps[@]}" --device cuda --no-progress
       run_tool memcheck "train ${steps[*]} ${fast[*]}" "$bin" train --data "$DATA" "${steps[@]}" --device cuda \
         --no-progress "${fast[@]}"

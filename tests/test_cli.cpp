@@ -111,12 +111,15 @@ TEST_CASE("CUDA graphs are off by default and --cuda-graphs turns them on", "[cl
   CHECK(parse({"train", "--cuda-graphs"}).train.cuda_graphs);
 }
 
-TEST_CASE("the fused head and the fused step are off by default and their flags turn them on", "[cli]") {
+TEST_CASE("the fused head, the fused step and --pdl are off by default and their flags turn them on",
+          "[cli]") {
   CHECK_FALSE(parse({"train"}).train.fused_head);
   CHECK_FALSE(parse({"train"}).train.fused_step);
   CHECK(parse({"train", "--fused-head"}).train.fused_head);
   CHECK_FALSE(parse({"train", "--fused-head"}).train.cuda_graphs);
   CHECK(parse({"train", "--fused-step"}).train.fused_step);
+  CHECK_FALSE(parse({"train"}).train.pdl);
+  CHECK(parse({"train", "--pdl"}).train.pdl);
 }
 
 TEST_CASE("the launcher and the timeout of multi-process runs", "[cli]") {

@@ -56,8 +56,8 @@ head -c 100 "$work/whole.st" >"$work/cut.st"
 check "a truncated checkpoint is refused with its name" grep -q "$work/cut.st" "$work/cut.err"
 
 # 6. The CUDA-only options on the CPU: the same run, and a note that says so.
-train --epochs 1 --momentum 0.9 --cuda-graphs --fused-head --fused-step --save "$work/cuda_options.st" >"$work/cuda_options.log" 2>&1
-check "--cuda-graphs --fused-head --fused-step on the CPU train as without" cmp -s "$work/whole.st" "$work/cuda_options.st"
-check "--cuda-graphs --fused-head --fused-step on the CPU are noted" grep -q "change CUDA replicas only" "$work/cuda_options.log"
+train --epochs 1 --momentum 0.9 --cuda-graphs --fused-head --fused-step --pdl --save "$work/cuda_options.st" >"$work/cuda_options.log" 2>&1
+check "--cuda-graphs --fused-head --fused-step --pdl on the CPU train as without" cmp -s "$work/whole.st" "$work/cuda_options.st"
+check "--cuda-graphs --fused-head --fused-step --pdl on the CPU are noted" grep -q "change CUDA replicas only" "$work/cuda_options.log"
 
 finish_checks

@@ -255,6 +255,27 @@ TEST_CASE("the fused step gives the plain path's parameters after 100 steps", "[
   CHECK(fused.counts[0].replayed == kSteps - 2 - untracked);
 }
 
+TEST_CASE("the fused step launched programmatically gives the plain path's parameters after 100 steps",
+          "[gpu][fused_step][slow]") {
+  // As above, with the second and third kernels launched programmatically (--pdl): the launch changes when a
+  // kernel may be scheduled, never what it computes.
+  const GemmImpl gemm = GENERATE(GemmImpl::slab, GemmImpl::blocked);
+  const bool observe = GENERATE(true, false);
+  CAPTURE(gemm_impl_name(gemm), observe);
+  const DataSplits data = testing::synthetic_splits(kTrainRows, 10, 61);
+  CudaStepOptions fast;
+  fast.gemm = gemm;
+  fast.cuda_graphs = true;
+  fast.fused_head = true;
+  fast.fused_step = true;
+  fast.programmatic_launch = true;
+  const Run plain = train(data, {gemm, false, false, false}, 1, Reduce::nccl, observe);
+  const Run fused = train(data, fast, 1, Reduce::nccl, observe);
+  check_same(fused, plain, gemm);
+  CHECK(fused.fused_steps[0] == 4);
+  CHECK(fused.counts[0].replayed == kSteps - 3);
+}
+
 TEST_CASE("the fused step stands aside where the all-reduce is not the replica's",
           "[gpu][fused_step][slow]") {
   // Three replicas on one GPU: each all-reduce needs the others', so the steps are the gradient graphs with

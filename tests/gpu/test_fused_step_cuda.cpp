@@ -1,11 +1,18 @@
 // The fused step's own kernels against the plain path's launches, to the bit: the batch gathered inside the
 // first layer's forward product (gather_linear_cuda.hpp) against gather_normalize_at and linear_forward,
 // and the weight gradient with every parameter's SGD step (weight_gradient_sgd_cuda.hpp) against the weight
-// GEMM and sgd_step. Shapes that fit no tile, every output poisoned before the launch.
+// GEMM and sgd_step. Shapes that fit no tile, every output poisoned before the launch. And the three kernels
+// in a row launched programmatically against the serial launches.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <limits>
+#include <numeric>
 
+#include "host/fused_kernels.hpp"
+#include "host/params.hpp"
+#include "kernels/cuda_graph.hpp"
 #include "kernels/gather_cuda.hpp"
 #include "kernels/gather_linear_cuda.hpp"
 #include "kernels/gemm_cuda.hpp"
@@ -200,4 +207,107 @@ TEST_CASE("the fused step's kernels refuse what they cannot take", "[gpu][fused_
   gl.in = 10;
   gl.out = 3;
   CHECK_THROWS_WITH(cuda::gather_linear_forward(gl, nullptr), Contains("null pointer"));
+}
+
+namespace {
+
+// SimpleNet's buffers for the fused step, on the device, all from one seed: 300 images (four batches of 64
+// and one of 44), parameters, momentum, and every output poisoned.
+struct FusedStepState {
+  static constexpr int kImages = 300;
+  using L = ParamLayout;
+  DeviceBuffer<std::uint8_t> images, labels, y;
+  DeviceBuffer<std::int32_t> order;
+  DeviceBuffer<int> cursor;
+  DeviceBuffer<float> params, grads, momentum, x, h, dh, logits, dlogits;
+
+  explicit FusedStepState(std::uint64_t seed) {
+    Rng rng(seed);
+    images = to_device(random_bytes(std::size_t{kImages} * L::kInput, rng));
+    labels = to_device(random_bytes(kImages, rng, L::kClasses));
+    std::vector<std::int32_t> rows(kImages);
+    std::iota(rows.begin(), rows.end(), 0);
+    rng.shuffle(std::span<std::int32_t>(rows));
+    order = to_device(rows);
+    cursor = to_device(std::vector<int>{0});
+    params = to_device(random_floats(L::kCount, rng, -0.05f, 0.05f));
+    momentum = to_device(random_floats(L::kCount, rng, -0.01f, 0.01f));
+    grads = DeviceBuffer<float>(L::kGradCount);
+    x = DeviceBuffer<float>(std::size_t{64} * L::kInput);
+    y = DeviceBuffer<std::uint8_t>(64);
+    h = DeviceBuffer<float>(std::size_t{64} * L::kHidden);
+    dh = DeviceBuffer<float>(std::size_t{64} * L::kHidden);
+    logits = DeviceBuffer<float>(std::size_t{64} * L::kClasses);
+    dlogits = DeviceBuffer<float>(std::size_t{64} * L::kClasses);
+    poison(grads);
+    poison(x);
+    poison(y);
+    poison(h);
+    poison(dh);
+    poison(logits);
+    poison(dlogits);
+  }
+
+  StepView view() {
+    StepView v;
+    v.images = images.data();
+    v.labels = labels.data();
+    v.order = order.data();
+    v.cursor = cursor.data();
+    v.params = params.data();
+    v.grads = grads.data();
+    v.momentum = momentum.data();
+    v.x = x.data();
+    v.y = y.data();
+    v.h = h.data();
+    v.dh = dh.data();
+    v.logits = logits.data();
+    v.dlogits = dlogits.data();
+    return v;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("the fused step launched programmatically gives the serial launch's bits", "[gpu][fused_step]") {
+  // Five steps in a row on one stream with no wait between them, each reading its rows from the device's
+  // row offset that the step before moved on, so that a kernel that touched memory before its predecessor
+  // finished would change a result. captured:
+  // the full batch's step captured once and replayed four times, as the replica runs it.
+  const bool captured = GENERATE(false, true);
+  CAPTURE(captured);
+  const SgdConfig sgd = sgd_config(0.01f, 0.9f, 0.0f, 1e-4f, false);
+  FusedStepState serial(71), programmatic(71);
+  Stream stream;
+  const cudaStream_t s = stream.get();
+  auto run = [&](FusedStepState& state, cuda::LaunchOrder order) {
+    const StepView view = state.view();
+    auto full_batch = [&] { enqueue_fused_step(view, 64, 64, sgd, /*advance_cursor=*/true, order, s); };
+    if (captured) {
+      const CudaGraphExec graph(capture_graph(s, full_batch));
+      for (int step = 0; step < 4; ++step)
+        graph.launch(s);
+    } else {
+      for (int step = 0; step < 4; ++step)
+        full_batch();
+    }
+    enqueue_fused_step(view, 44, 44, sgd, /*advance_cursor=*/true, order, s);
+    stream.synchronize();
+  };
+  run(serial, cuda::LaunchOrder::serial);
+  run(programmatic, cuda::LaunchOrder::programmatic);
+
+  const std::vector<float> params = to_host(serial.params);
+  REQUIRE(std::all_of(params.begin(), params.end(), [](float v) { return std::isfinite(v); }));
+  CHECK(to_host(serial.cursor) == std::vector<int>{FusedStepState::kImages});
+  CHECK(bitwise_equal(to_host(programmatic.params), params));
+  CHECK(bitwise_equal(to_host(programmatic.momentum), to_host(serial.momentum)));
+  CHECK(bitwise_equal(to_host(programmatic.grads), to_host(serial.grads)));
+  CHECK(bitwise_equal(to_host(programmatic.x), to_host(serial.x)));
+  CHECK(bitwise_equal(to_host(programmatic.y), to_host(serial.y)));
+  CHECK(bitwise_equal(to_host(programmatic.h), to_host(serial.h)));
+  CHECK(bitwise_equal(to_host(programmatic.dh), to_host(serial.dh)));
+  CHECK(bitwise_equal(to_host(programmatic.logits), to_host(serial.logits)));
+  CHECK(bitwise_equal(to_host(programmatic.dlogits), to_host(serial.dlogits)));
+  CHECK(to_host(programmatic.cursor) == to_host(serial.cursor));
 }
