@@ -109,6 +109,17 @@ std::size_t l2_bytes(int device) {
   return static_cast<std::size_t>(l2);
 }
 
+std::vector<std::string> split_commas(const std::string& list) {
+  std::vector<std::string> items;
+  std::size_t start = 0;
+  while (start <= list.size()) {
+    const std::size_t comma = std::min(list.find(',', start), list.size());
+    if (comma > start) items.push_back(list.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return items;
+}
+
 bool supports_programmatic_launch(int device) {
   int major = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));

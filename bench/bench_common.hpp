@@ -50,6 +50,9 @@ Stats time_stream(const LaunchFn& launch, cudaStream_t stream, const TimingConfi
 // only during the capture (and the warm-up before it), with i < launches: it must not synchronise.
 Stats time_graph(const LaunchFn& launch, cudaStream_t stream, const TimingConfig& cfg);
 
+// "a,b,,c" -> {"a", "b", "c"}: a comma-separated list, empty items dropped.
+std::vector<std::string> split_commas(const std::string& list);
+
 // Describes device `device` (name, compute capability, SMs, L2, memory) and the CUDA driver and runtime.
 nlohmann::json device_json(int device);
 // The L2 size of `device`, in bytes.

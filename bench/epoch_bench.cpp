@@ -128,15 +128,23 @@ int run_epoch_bench(const EpochBenchOptions& o) {
       kProgram, dev["name"].get<std::string>(), dev["sm_count"].get<int>(), o.gemm, o.train_rows,
       load_average(), o.repeats, kWarmUpEpochs, kCoolDownEpochs, o.rounds);
 
-  std::vector<Variant> variants = {{"plain", false, false, false, false, {}, {}, 0, {}, {}},
-                                   {"graphs", true, false, false, false, {}, {}, 0, {}, {}},
-                                   {"head", false, true, false, false, {}, {}, 0, {}, {}},
-                                   {"head+graphs", true, true, false, false, {}, {}, 0, {}, {}},
-                                   {"fused step", true, true, true, false, {}, {}, 0, {}, {}}};
-  if (supports_programmatic_launch(o.device))
-    variants.push_back({"fused+pdl", true, true, true, true, {}, {}, 0, {}, {}});
-  else
-    fmt::print("fused+pdl: skipped, the device is older than compute capability 9.0\n");
+  const std::vector<Variant> all = {{kEpochVariants[0], false, false, false, false, {}, {}, 0, {}, {}},
+                                    {kEpochVariants[1], true, false, false, false, {}, {}, 0, {}, {}},
+                                    {kEpochVariants[2], false, true, false, false, {}, {}, 0, {}, {}},
+                                    {kEpochVariants[3], true, true, false, false, {}, {}, 0, {}, {}},
+                                    {kEpochVariants[4], true, true, true, false, {}, {}, 0, {}, {}},
+                                    {kEpochVariants[5], true, true, true, true, {}, {}, 0, {}, {}}};
+  std::vector<Variant> variants;
+  for (const Variant& v : all) {
+    if (!o.variants.empty() && std::find(o.variants.begin(), o.variants.end(), v.name) == o.variants.end())
+      continue;
+    if (v.programmatic && !supports_programmatic_launch(o.device)) {
+      fmt::print("{}: skipped, the device is older than compute capability 9.0\n", v.name);
+      continue;
+    }
+    variants.push_back(v);
+  }
+  if (variants.empty()) throw std::invalid_argument(fmt::format("{}: no variant left to time", kProgram));
   for (int round = 0; round < o.rounds; ++round)
     for (Variant& v : variants)
       run_round(v, data, o, gemm);
@@ -145,14 +153,15 @@ int run_epoch_bench(const EpochBenchOptions& o) {
   // see the tests).
   const bool same = std::all_of(variants.begin(), variants.end(),
                                 [&](const Variant& v) { return v.params == variants[0].params; });
+  // "x plain": against the first variant timed (plain, unless --epoch-variants leaves it out).
   const Stats plain = summarize(variants[0].us_per_step, variants[0].steps);
-  fmt::print("{:<13} {:>6} {:>12} {:>10} {:>10} {:>10} {:>9}  {}\n", "variant", "steps", "ms/epoch",
+  fmt::print("{:<15} {:>6} {:>12} {:>10} {:>10} {:>10} {:>9}  {}\n", "variant", "steps", "ms/epoch",
              "us/step", "p10", "p90", "x plain", "graphs captured/replayed/plain steps");
   nlohmann::json rows = nlohmann::json::array();
   for (const Variant& v : variants) {
     const Stats us = summarize(v.us_per_step, v.steps);
     const Stats ms = summarize(v.epoch_ms, v.steps);
-    fmt::print("{:<13} {:>6} {:>12.3f} {:>10.2f} {:>10.2f} {:>10.2f} {:>9.2f}  {}/{}/{}\n", v.name, v.steps,
+    fmt::print("{:<15} {:>6} {:>12.3f} {:>10.2f} {:>10.2f} {:>10.2f} {:>9.2f}  {}/{}/{}\n", v.name, v.steps,
                ms.median, us.median, us.p10, us.p90, plain.median / us.median, v.counts.captured,
                v.counts.replayed, v.counts.plain);
     rows.push_back({{"variant", v.name},

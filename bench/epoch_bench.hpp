@@ -9,8 +9,13 @@
 // epoch's order inside; the host never waits for the device within an epoch (no loss lines, no
 // evaluation).
 #include <string>
+#include <vector>
 
 namespace mnistdp::bench {
+
+// The variants' names, in the order they run.
+inline constexpr const char* kEpochVariants[] = {"plain",       "graphs",     "head",
+                                                 "head+graphs", "fused-step", "fused-step+pdl"};
 
 struct EpochBenchOptions {
   int device = 0;
@@ -19,6 +24,8 @@ struct EpochBenchOptions {
   int train_rows = 60000;
   std::string gemm = "blocked";
   std::string json_path;  // empty: no JSON
+  // The variants to time, by name (kEpochVariants); empty: all of them.
+  std::vector<std::string> variants;
 };
 
 // Prints the table (and writes the JSON); returns the exit status: 0, 1 when the variants do not all end with

@@ -13,6 +13,7 @@
 // docs/benchmarks.md says what each column means.
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -1310,6 +1311,17 @@ int run(int argc, char** argv) {
                  "With --epoch: the matrix product (naive, tiled, blocked, slab, cublas)")
       ->check(CLI::IsMember({"naive", "tiled", "blocked", "slab", "cublas"}))
       ->capture_default_str();
+  std::string epoch_variants;
+  app.add_option("--epoch-variants", epoch_variants,
+                 fmt::format("With --epoch: the variants to time, comma-separated, of {} (default: all)",
+                             fmt::join(kEpochVariants, ", ")))
+      ->check([](const std::string& list) {
+        for (const std::string& name : split_commas(list))
+          if (std::find_if(std::begin(kEpochVariants), std::end(kEpochVariants),
+                           [&](const char* v) { return name == v; }) == std::end(kEpochVariants))
+            return fmt::format("'{}' is not a variant ({})", name, fmt::join(kEpochVariants, ", "));
+        return std::string();
+      });
   app.add_option("--rounds", o.rounds, "With --epoch: rounds, each variant once per round")
       ->check(CLI::Range(1, 100))
       ->capture_default_str();
@@ -1322,6 +1334,7 @@ int run(int argc, char** argv) {
     e.rounds = o.rounds;
     e.gemm = o.epoch_gemm;
     e.json_path = o.json_path;
+    e.variants = split_commas(epoch_variants);
     return run_epoch_bench(e);
   }
 

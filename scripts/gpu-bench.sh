@@ -72,10 +72,20 @@ stage() {
 # candidates for the fast path's GEMM; mnist-dp against PyTorch; the kernels and steps at batch 64; profiles of
 # the step's kernels; the all-reduce; whole epochs with the other GEMMs. All four hand-written GEMMs give the
 # same bits, so the fastest can be the fast path's (docs/performance.md, "Blocks").
+# The variants share one process, so a fault in one (a kernel's first run on a GPU) would lose them all: when the
+# run ends without its JSON, the plain path and the fast paths are timed again one by one, each with a quarter
+# of the stage's time.
 epochs() {  # GEMM LIMIT
   stage "epochs with --gemm $1: plain, graphs, fused head, both, fused step, with pdl (mnist-dp-bench --epoch)" "$2" \
     "$OUT/epoch-$1.txt" "$BUILD_DIR/mnist-dp-bench" --epoch --epoch-gemm "$1" --rounds 2 \
     --json "$OUT/epoch-$1.json"
+  if [ ! -f "$OUT/epoch-$1.json" ] && [ "$DRY_RUN" != 1 ]; then
+    for variant in plain graphs fused-step fused-step+pdl; do
+      stage "epochs with --gemm $1, $variant alone" $(($2 / 4)) "$OUT/epoch-$1-$variant.txt" \
+        "$BUILD_DIR/mnist-dp-bench" --epoch --epoch-gemm "$1" --epoch-variants "$variant" --rounds 1 \
+        --json "$OUT/epoch-$1-$variant.json"
+    done
+  fi
 }
 epochs blocked 45
 epochs slab 45
