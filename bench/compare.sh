@@ -13,7 +13,8 @@
 #        and PyTorch eager with the data on the device (tensor), compile and graphs, with `python3`. --graphs adds a
 #        run per --gemm with mnist-dp's --cuda-graphs (each step replayed as a CUDA graph), named ...-graphs, and
 #        one with --fused-step as well (each step three kernels in one graph), named ...-fused-step, and one with
-#        --pdl (the fused step with programmatic dependent launch), named ...-fused-pdl.
+#        --pdl (the fused step with programmatic dependent launch), named ...-fused-pdl, and with 64 steps a
+#        graph as well (--steps-per-graph 64), named ...-fused-pdl-64.
 # --mnistdp-args adds arguments to every mnist-dp run (e.g. "--devices 0" to train on one GPU of several, as the
 # peers do). --coretype sets OPENBLAS_CORETYPE for every program (they share Debian's OpenBLAS); without it the
 # machine's setting stands, and the table names the kernels OpenBLAS picked. The headline time is the median epoch
@@ -140,6 +141,7 @@ for ((round = 1; round <= rounds; round++)); do
         run_mnistdp "mnistdp-cuda-$g-graphs" --device cuda --gemm "$g" --cuda-graphs
         run_mnistdp "mnistdp-cuda-$g-fused-step" --device cuda --gemm "$g" --fused-step
         run_mnistdp "mnistdp-cuda-$g-fused-pdl" --device cuda --gemm "$g" --pdl
+        run_mnistdp "mnistdp-cuda-$g-fused-pdl-64" --device cuda --gemm "$g" --pdl --steps-per-graph 64
       fi
     done
   fi

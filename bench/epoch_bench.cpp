@@ -60,7 +60,8 @@ struct Variant {
   bool graphs;
   bool fused_head;
   bool fused_step;
-  bool programmatic;                // the fused step with programmatic dependent launch
+  bool programmatic;  // the fused step with programmatic dependent launch
+  int steps_per_graph;
   std::vector<double> us_per_step;  // one per timed epoch, every round
   std::vector<double> epoch_ms;
   int steps = 0;
@@ -71,8 +72,8 @@ struct Variant {
 // One round of one variant: a fresh replica and communicator, 1 + repeats epochs from the same start.
 void run_round(Variant& v, const DataSplits& data, const EpochBenchOptions& o, GemmImpl gemm) {
   std::vector<std::unique_ptr<Replica>> replicas;
-  replicas.push_back(
-      make_cuda_replica(data, o.device, {gemm, v.graphs, v.fused_head, v.fused_step, v.programmatic}));
+  replicas.push_back(make_cuda_replica(
+      data, o.device, {gemm, v.graphs, v.fused_head, v.fused_step, v.programmatic, v.steps_per_graph}));
   std::vector<float> init(L::kCount);
   init_parameters(init, 0);
   replicas[0]->load_parameters(init);
@@ -128,12 +129,13 @@ int run_epoch_bench(const EpochBenchOptions& o) {
       kProgram, dev["name"].get<std::string>(), dev["sm_count"].get<int>(), o.gemm, o.train_rows,
       load_average(), o.repeats, kWarmUpEpochs, kCoolDownEpochs, o.rounds);
 
-  const std::vector<Variant> all = {{kEpochVariants[0], false, false, false, false, {}, {}, 0, {}, {}},
-                                    {kEpochVariants[1], true, false, false, false, {}, {}, 0, {}, {}},
-                                    {kEpochVariants[2], false, true, false, false, {}, {}, 0, {}, {}},
-                                    {kEpochVariants[3], true, true, false, false, {}, {}, 0, {}, {}},
-                                    {kEpochVariants[4], true, true, true, false, {}, {}, 0, {}, {}},
-                                    {kEpochVariants[5], true, true, true, true, {}, {}, 0, {}, {}}};
+  const std::vector<Variant> all = {{kEpochVariants[0], false, false, false, false, 1, {}, {}, 0, {}, {}},
+                                    {kEpochVariants[1], true, false, false, false, 1, {}, {}, 0, {}, {}},
+                                    {kEpochVariants[2], false, true, false, false, 1, {}, {}, 0, {}, {}},
+                                    {kEpochVariants[3], true, true, false, false, 1, {}, {}, 0, {}, {}},
+                                    {kEpochVariants[4], true, true, true, false, 1, {}, {}, 0, {}, {}},
+                                    {kEpochVariants[5], true, true, true, true, 1, {}, {}, 0, {}, {}},
+                                    {kEpochVariants[6], true, true, true, true, 64, {}, {}, 0, {}, {}}};
   std::vector<Variant> variants;
   for (const Variant& v : all) {
     if (!o.variants.empty() && std::find(o.variants.begin(), o.variants.end(), v.name) == o.variants.end())
@@ -155,20 +157,22 @@ int run_epoch_bench(const EpochBenchOptions& o) {
                                 [&](const Variant& v) { return v.params == variants[0].params; });
   // "x plain": against the first variant timed (plain, unless --epoch-variants leaves it out).
   const Stats plain = summarize(variants[0].us_per_step, variants[0].steps);
-  fmt::print("{:<15} {:>6} {:>12} {:>10} {:>10} {:>10} {:>9}  {}\n", "variant", "steps", "ms/epoch",
-             "us/step", "p10", "p90", "x plain", "graphs captured/replayed/plain steps");
+  fmt::print("{:<18} {:>6} {:>12} {:>10} {:>10} {:>10} {:>9}  {}\n", "variant", "steps", "ms/epoch",
+             "us/step", "p10", "p90", "x plain", "graph launches captured/replayed/plain (of several steps)");
   nlohmann::json rows = nlohmann::json::array();
   for (const Variant& v : variants) {
     const Stats us = summarize(v.us_per_step, v.steps);
     const Stats ms = summarize(v.epoch_ms, v.steps);
-    fmt::print("{:<15} {:>6} {:>12.3f} {:>10.2f} {:>10.2f} {:>10.2f} {:>9.2f}  {}/{}/{}\n", v.name, v.steps,
-               ms.median, us.median, us.p10, us.p90, plain.median / us.median, v.counts.captured,
-               v.counts.replayed, v.counts.plain);
+    fmt::print("{:<18} {:>6} {:>12.3f} {:>10.2f} {:>10.2f} {:>10.2f} {:>9.2f}  {}/{}/{} ({})\n", v.name,
+               v.steps, ms.median, us.median, us.p10, us.p90, plain.median / us.median, v.counts.captured,
+               v.counts.replayed, v.counts.plain, v.counts.multi_step);
     rows.push_back({{"variant", v.name},
                     {"cuda_graphs", v.graphs},
                     {"fused_head", v.fused_head},
                     {"fused_step", v.fused_step},
                     {"programmatic_launch", v.programmatic},
+                    {"steps_per_graph", v.steps_per_graph},
+                    {"multi_step_launches", v.counts.multi_step},
                     {"steps_per_epoch", v.steps},
                     {"epoch_ms", to_json(ms)},
                     {"step_us", to_json(us)},

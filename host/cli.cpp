@@ -108,6 +108,13 @@ void add_train_options(CLI::App& train, TrainOptions& o) {
       "Launch the fused step's second and third kernels with programmatic dependent launch, so that "
       "each may start while the one before finishes (compute capability 9.0+); implies "
       "--fused-step (the same results)");
+  train
+      .add_option(
+          "--steps-per-graph", o.steps_per_graph,
+          "With one GPU replica: replay up to N consecutive steps as one CUDA graph; above 1, implies "
+          "--cuda-graphs (the same results)")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
   train.add_option("--metrics", o.metrics, "Write metrics as JSON lines to this file");
   train.add_flag_callback(
       "--progress", [&o] { o.progress = ProgressMode::On; },

@@ -39,7 +39,7 @@ void CpuReplica::load_parameters(std::span<const float> params) {
   std::copy(params.begin(), params.end(), params_.begin());
 }
 
-void CpuReplica::store_parameters(std::span<float> params) const {
+void CpuReplica::store_parameters(std::span<float> params) {
   check_size(params.size(), ParamLayout::kCount, "store_parameters");
   std::copy(params_.begin(), params_.end(), params.begin());
 }
@@ -55,7 +55,7 @@ void CpuReplica::load_momentum(std::span<const float> momentum) {
   has_momentum_ = true;
 }
 
-void CpuReplica::store_momentum(std::span<float> momentum) const {
+void CpuReplica::store_momentum(std::span<float> momentum) {
   check_size(momentum.size(), ParamLayout::kCount, "store_momentum");
   if (!has_momentum_) throw std::logic_error("store_momentum: no momentum buffer yet");
   std::copy(momentum_.begin(), momentum_.end(), momentum.begin());

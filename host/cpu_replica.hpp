@@ -15,9 +15,9 @@ class CpuReplica final : public Replica {
 
   std::string description() const override;
   void load_parameters(std::span<const float> params) override;
-  void store_parameters(std::span<float> params) const override;
+  void store_parameters(std::span<float> params) override;
   void load_momentum(std::span<const float> momentum) override;
-  void store_momentum(std::span<float> momentum) const override;
+  void store_momentum(std::span<float> momentum) override;
   bool has_momentum() const override { return has_momentum_; }
   void set_epoch_order(std::span<const std::int32_t> order) override;
   void compute_gradients(int first, int count, int global_batch) override;

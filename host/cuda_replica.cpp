@@ -137,9 +137,12 @@ CudaReplica::CudaReplica(const DataSplits& data, int device, const CudaStepOptio
       fused_head_(options.fused_head),
       fused_step_(options.fused_step),
       fused_order_(options.programmatic_launch ? cuda::LaunchOrder::programmatic : cuda::LaunchOrder::serial),
-      graphs_on_(options.cuda_graphs) {
+      graphs_on_(options.cuda_graphs),
+      steps_per_graph_(options.steps_per_graph) {
   check_split(data.train, "training");
   check_split(data.test, "test");
+  if (steps_per_graph_ < 1)
+    throw std::invalid_argument(fmt::format("CudaReplica: {} steps a graph", steps_per_graph_));
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
   device_name_ = prop.name;
@@ -198,6 +201,7 @@ void CudaReplica::activate() const {
 
 void CudaReplica::ensure_rows(int rows) {
   if (rows <= rows_) return;
+  launch_queued();  // with the buffers they were queued for
   const auto n = static_cast<std::size_t>(rows);
   // Launches in flight may still read the old buffers. Waiting here is cheap: it happens once, at the largest
   // shard (and cudaFree would wait for the device anyway).
@@ -229,9 +233,14 @@ std::string CudaReplica::description() const {
                                                               : ", fused step";
   else if (fused_head_)
     fused = ", fused head";
+  std::string graphs;
+  if (graphs_on_)
+    graphs = steps_per_graph_ > 1 && owns_all_reduce()
+                 ? fmt::format(", CUDA graphs of up to {} steps", steps_per_graph_)
+                 : std::string(", CUDA graphs");
   return fmt::format("cuda:{} {} (sm_{}{}, {} SMs), gemm {}{}{}, {:.1f} MiB of device memory", device_,
-                     device_name_, cc_major_, cc_minor_, sm_count_, gemm_impl_name(gemm_), fused,
-                     graphs_on_ ? ", CUDA graphs" : "", static_cast<double>(device_bytes()) / kMiB);
+                     device_name_, cc_major_, cc_minor_, sm_count_, gemm_impl_name(gemm_), fused, graphs,
+                     static_cast<double>(device_bytes()) / kMiB);
 }
 
 cuda::GemmContext CudaReplica::gemm_context() const {
@@ -244,46 +253,50 @@ void CudaReplica::load_parameters(std::span<const float> params) {
         fmt::format("load_parameters: {} values, expected {}", params.size(), L::kCount));
   }
   activate();
+  launch_queued();  // queued steps update the parameters this replaces
   flush_pending();  // a recorded step computes with the parameters it was recorded with
   CUDA_CHECK(
       cudaMemcpyAsync(params_.data(), params.data(), params_.bytes(), cudaMemcpyHostToDevice, stream_.get()));
   stream_.synchronize();
 }
 
-void CudaReplica::store_parameters(std::span<float> params) const {
+void CudaReplica::store_parameters(std::span<float> params) {
   if (params.size() != L::kCount) {
     throw std::invalid_argument(
         fmt::format("store_parameters: {} values, expected {}", params.size(), L::kCount));
   }
   activate();
+  launch_queued();
   CUDA_CHECK(
       cudaMemcpyAsync(params.data(), params_.data(), params_.bytes(), cudaMemcpyDeviceToHost, stream_.get()));
   stream_.synchronize();
 }
 
 void CudaReplica::load_momentum(std::span<const float> momentum) {
-  if (momentum.empty()) {  // no buffer yet, as before a first step with momentum
-    has_momentum_ = false;
-    return;
-  }
-  if (momentum.size() != L::kCount) {
+  if (!momentum.empty() && momentum.size() != L::kCount) {
     throw std::invalid_argument(
         fmt::format("load_momentum: {} values, expected {}", momentum.size(), L::kCount));
   }
   activate();
+  launch_queued();         // queued steps update the buffer this replaces
+  if (momentum.empty()) {  // no buffer yet, as before a first step with momentum
+    has_momentum_ = false;
+    return;
+  }
   CUDA_CHECK(cudaMemcpyAsync(momentum_.data(), momentum.data(), momentum_.bytes(), cudaMemcpyHostToDevice,
                              stream_.get()));
   stream_.synchronize();
   has_momentum_ = true;
 }
 
-void CudaReplica::store_momentum(std::span<float> momentum) const {
+void CudaReplica::store_momentum(std::span<float> momentum) {
   if (!has_momentum_) throw std::logic_error("store_momentum: no momentum buffer yet (check has_momentum())");
   if (momentum.size() != L::kCount) {
     throw std::invalid_argument(
         fmt::format("store_momentum: {} values, expected {}", momentum.size(), L::kCount));
   }
   activate();
+  launch_queued();
   CUDA_CHECK(cudaMemcpyAsync(momentum.data(), momentum_.data(), momentum_.bytes(), cudaMemcpyDeviceToHost,
                              stream_.get()));
   stream_.synchronize();
@@ -302,6 +315,7 @@ void CudaReplica::set_epoch_order(std::span<const std::int32_t> order) {
         fmt::format("set_epoch_order: index {} at position {} is out of range", *bad, bad - order.begin()));
   }
   activate();
+  launch_queued();  // queued steps read the order they were queued with
   flush_pending();  // a recorded step reads the order it was recorded with
   // The copy is ordered on the stream after the steps already queued, which read the previous order.
   if (!order.empty()) {
@@ -372,6 +386,8 @@ void CudaReplica::compute_gradients(int first, int count, int global_batch) {
         fmt::format("compute_gradients: global batch {} for a shard of {} rows", global_batch, count));
   }
   activate();
+  // Queued steps stay queued only while whole steps keep coming.
+  if (!(graphs_on_ && !tracing() && owns_all_reduce() && count > 0)) launch_queued();
   flush_pending();  // a step recorded and never stepped: its gradients first, in order
   const cudaStream_t s = stream_.get();
   if (count == 0) {  // a replica with no rows contributes zeros, loss slot included
@@ -456,19 +472,18 @@ void CudaReplica::sgd_step(const SgdConfig& cfg) {
     shape.global_batch = p.global_batch;
     shape.whole_step = true;
     shape.sgd = cfg;
-    // Owning the all-reduce means world size 1, where it is the identity (NCCL enqueues nothing for an
-    // in-place sum over one rank): the fused step leaves it out.
-    const bool fused = fused_step_ && cuda::classifier_head_fits(p.count, L::kClasses);
-    run_graphed(shape, p.first, [&] {
-      if (fused) {
-        enqueue_fused_step(p.count, p.global_batch, cfg);
-        return;
-      }
-      enqueue_gradients(p.first, p.count, p.global_batch, true);
-      all_reduce_(stream_.get());
-      enqueue_sgd(cfg, false);
-    });
+    if (steps_per_graph_ > 1 && has_graph(shape)) {
+      const bool continues = queued_ && same_shape(queued_->shape, shape) &&
+                             queued_->first + queued_->count * shape.global_batch == p.first;
+      if (!continues) launch_queued();
+      if (!queued_) queued_ = QueuedSteps{shape, p.first, 0};
+      if (++queued_->count == steps_per_graph_) launch_queued();
+    } else {
+      launch_queued();
+      run_graphed(shape, p.first, [&] { enqueue_whole_steps(shape); });
+    }
   } else {
+    launch_queued();
     flush_pending();  // the first step with momentum: the plain way
     if (all_reduce_owed_) {
       all_reduce_owed_ = false;
@@ -477,6 +492,41 @@ void CudaReplica::sgd_step(const SgdConfig& cfg) {
     enqueue_sgd(cfg, first_step);
   }
   if (with_momentum) has_momentum_ = true;
+}
+
+void CudaReplica::enqueue_whole_steps(const StepShape& shape) {
+  // Owning the all-reduce means world size 1, where it is the identity (NCCL enqueues nothing for an
+  // in-place sum over one rank): the fused step leaves it out.
+  const bool fused = fused_step_ && cuda::classifier_head_fits(shape.count, L::kClasses);
+  for (int i = 0; i < shape.steps; ++i) {
+    if (fused) {
+      enqueue_fused_step(shape.count, shape.global_batch, shape.sgd);
+      continue;
+    }
+    enqueue_gradients(/*first=*/0, shape.count, shape.global_batch, /*from_cursor=*/true);
+    all_reduce_(stream_.get());
+    enqueue_sgd(shape.sgd, false);
+  }
+}
+
+bool CudaReplica::same_shape(const StepShape& a, const StepShape& b) {
+  return a.count == b.count && a.global_batch == b.global_batch && a.whole_step == b.whole_step &&
+         (!a.whole_step || (same_sgd(a.sgd, b.sgd) && a.steps == b.steps));
+}
+
+bool CudaReplica::has_graph(const StepShape& shape) const {
+  return std::any_of(graphs_.begin(), graphs_.end(),
+                     [&](const StepGraph& g) { return g.exec && same_shape(g.shape, shape); });
+}
+
+void CudaReplica::launch_queued() {
+  if (!queued_) return;
+  StepShape shape = queued_->shape;
+  shape.steps = queued_->count;
+  const int first = queued_->first;
+  queued_.reset();
+  if (shape.steps > 1) ++graph_counts_.multi_step;
+  run_graphed(shape, first, [&] { enqueue_whole_steps(shape); });
 }
 
 void CudaReplica::enqueue_sgd(const SgdConfig& cfg, bool first_step) {
@@ -490,8 +540,9 @@ void CudaReplica::enqueue_sgd(const SgdConfig& cfg, bool first_step) {
 float* CudaReplica::gradient_buffer() {
   // The buffer is read (by a communicator, or a test) once the caller has ordered itself after the stream;
   // a recorded step must be on the stream by then.
-  if (pending_) {
+  if (pending_ || queued_) {
     activate();
+    launch_queued();
     flush_pending();
   }
   return grads_.data();
@@ -499,6 +550,7 @@ float* CudaReplica::gradient_buffer() {
 
 void CudaReplica::flush_pending() {
   if (!pending_) return;
+  launch_queued();  // queued before it
   const PendingStep p = *pending_;
   pending_.reset();
   enqueue_gradients(p.first, p.count, p.global_batch, false);
@@ -506,10 +558,7 @@ void CudaReplica::flush_pending() {
 }
 
 void CudaReplica::run_graphed(const StepShape& shape, int first, const std::function<void()>& enqueue) {
-  const auto same = [&](const StepGraph& g) {
-    return g.shape.count == shape.count && g.shape.global_batch == shape.global_batch &&
-           g.shape.whole_step == shape.whole_step && (!shape.whole_step || same_sgd(g.shape.sgd, shape.sgd));
-  };
+  const auto same = [&](const StepGraph& g) { return same_shape(g.shape, shape); };
   const cudaStream_t s = stream_.get();
   const auto found = std::find_if(graphs_.begin(), graphs_.end(), same);
   const bool first_sight = found == graphs_.end();
@@ -534,15 +583,15 @@ void CudaReplica::run_graphed(const StepShape& shape, int first, const std::func
     found->exec->launch(s);
     ++graph_counts_.replayed;
   }
-  cursor_host_ = first + shape.global_batch;
+  cursor_host_ = first + shape.steps * shape.global_batch;
 }
 
 void CudaReplica::adopt_all_reduce(AllReduceFn all_reduce) {
   if (!all_reduce) throw std::invalid_argument("adopt_all_reduce: no all-reduce given");
   if (!graphs_on_) throw std::logic_error("adopt_all_reduce: this replica does not use CUDA graphs");
-  if (pending_ || all_reduce_owed_)
+  if (pending_ || all_reduce_owed_ || queued_)
     throw std::logic_error(
-        "adopt_all_reduce: a step is in progress (between compute_gradients and sgd_step)");
+        "adopt_all_reduce: a step is in progress (between compute_gradients and sgd_step, or queued)");
   // Graphs captured before hold no all-reduce; whole-step shapes are captured anew.
   graphs_.clear();
   all_reduce_ = std::move(all_reduce);
@@ -554,6 +603,7 @@ void CudaReplica::release_all_reduce() noexcept {
   // all-reduce must have finished before it is dropped.
   try {
     activate();
+    launch_queued();
     if (pending_) flush_pending();
     if (all_reduce_owed_) all_reduce_(stream_.get());
   } catch (...) {
@@ -566,6 +616,7 @@ void CudaReplica::release_all_reduce() noexcept {
     static_cast<void>(cudaGetLastError());
   }
   pending_.reset();
+  queued_.reset();
   all_reduce_owed_ = false;
   graphs_.clear();
   all_reduce_ = nullptr;
@@ -583,6 +634,7 @@ void CudaReplica::mark(Mark m) {
 
 void CudaReplica::trace_steps(long steps) {
   activate();
+  launch_queued();
   flush_pending();
   trace_events_.clear();
   traced_steps_ = 0;
@@ -616,6 +668,7 @@ std::vector<StepMarks> CudaReplica::take_trace() {
 
 float CudaReplica::loss_sum() {
   activate();
+  launch_queued();
   flush_pending();
   CUDA_CHECK(cudaMemcpyAsync(host_loss_.data(), grads_.data() + L::kLossSlot, sizeof(float),
                              cudaMemcpyDeviceToHost, stream_.get()));
@@ -628,6 +681,7 @@ EvalResult CudaReplica::evaluate() {
   result.count = test_count_;
   if (test_count_ == 0) return result;
   activate();
+  launch_queued();  // the parameters after every step so far
   const cudaStream_t s = stream_.get();
   const int chunks = static_cast<int>(eval_loss_.size());
   for (int c = 0; c < chunks; ++c) {

@@ -30,6 +30,12 @@
 //   connections, cuBLAS's workspace) is in place before a capture, during which it would be refused; the
 //   second captures and replays, and later ones replay. The first SGD step with momentum (which initialises
 //   the buffer) and traced steps always run the plain way.
+// - Several steps a graph (steps_per_graph > 1, whole steps only). Once a shape's one-step graph exists,
+//   sgd_step launches nothing: it queues the step, and every steps_per_graph consecutive steps of one shape
+//   are launched as one graph of them all (captured the second time that many are queued, as above). The
+//   queue is launched as it stands (as one graph of that many steps) by anything that must come after it: a
+//   step of another shape or not contiguous with it, and every call that reads or writes what the steps
+//   change (the gradients, the loss, the parameters, the momentum, the order, evaluation).
 // - The graph replays exactly the kernels of the plain path, with the same grids and arguments (the gather
 //   reads the same offset, from the device instead of from its arguments); every kernel is deterministic, so
 //   a replayed step gives the plain step's results to the bit (cuBLAS aside: it may choose its algorithm
@@ -101,6 +107,9 @@ struct CudaStepOptions {
   // (kernels/launch_order.hpp), so that each may be scheduled while the one before finishes. Compute
   // capability 9.0 and newer; the same bits.
   bool programmatic_launch = false;
+  // With cuda_graphs, where the replica owns its all-reduce: up to this many consecutive steps replayed as
+  // one graph (1: a graph a step). Steps wait on the host until that many are queued or something reads.
+  int steps_per_graph = 1;
 };
 
 class CudaReplica final : public Replica {
@@ -122,9 +131,9 @@ class CudaReplica final : public Replica {
   std::string description() const override;
 
   void load_parameters(std::span<const float> params) override;
-  void store_parameters(std::span<float> params) const override;
+  void store_parameters(std::span<float> params) override;
   void load_momentum(std::span<const float> momentum) override;
-  void store_momentum(std::span<float> momentum) const override;
+  void store_momentum(std::span<float> momentum) override;
   bool has_momentum() const override { return has_momentum_; }
 
   void set_epoch_order(std::span<const std::int32_t> order) override;
@@ -157,11 +166,14 @@ class CudaReplica final : public Replica {
   // communicator's destructor, before whatever the all-reduce uses goes away. Never throws.
   void release_all_reduce() noexcept;
 
-  // How the steps ran: captured graphs, graph replays, and steps launched the plain way while graphs were on.
+  // How the steps ran: captured graphs, graph replays, and steps launched the plain way while graphs were on
+  // (each counted once a launch, however many steps it ran); of these, the launches of several queued
+  // steps.
   struct GraphCounts {
     long captured = 0;
     long replayed = 0;
     long plain = 0;
+    long multi_step = 0;
   };
   GraphCounts graph_counts() const { return graph_counts_; }
   // Steps whose gradients were enqueued with the fused classifier head (launched, or captured into a graph).
@@ -194,6 +206,7 @@ class CudaReplica final : public Replica {
     int global_batch = 0;
     bool whole_step = false;  // gradients, all-reduce and SGD; otherwise the gradients alone
     SgdConfig sgd;            // whole steps only
+    int steps = 1;            // whole steps only: consecutive steps in the graph
   };
   struct StepGraph {
     StepShape shape;
@@ -205,11 +218,26 @@ class CudaReplica final : public Replica {
     int count = 0;
     int global_batch = 0;
   };
+  // Whole steps queued by sgd_step (steps_per_graph): `count` consecutive steps of `shape` (whose steps is
+  // 1), the first at row `first`.
+  struct QueuedSteps {
+    StepShape shape;
+    int first = 0;
+    int count = 0;
+  };
 
   // The launches of compute_gradients for rows order[first, first + count), count > 0; from_cursor: the
   // offset is read from cursor_ (inside a graph) rather than taken from `first`.
   void enqueue_gradients(int first, int count, int global_batch, bool from_cursor);
   void enqueue_sgd(const SgdConfig& cfg, bool first_step);
+  // shape.steps whole steps (gradients, all-reduce, SGD; or the fused step), each reading its rows from
+  // cursor_ and moving it on.
+  void enqueue_whole_steps(const StepShape& shape);
+  static bool same_shape(const StepShape& a, const StepShape& b);
+  // Whether `shape` has a captured graph (its kernels have run once, outside any capture).
+  bool has_graph(const StepShape& shape) const;
+  // Launches the queued steps, if any, as one graph of that many steps.
+  void launch_queued();
   // Launches a recorded step's gradients the plain way; its all-reduce, if adopted, is then owed to sgd_step.
   void flush_pending();
   // Runs one step (or its gradients) of `shape` starting at row `first`, with `enqueue` putting its
@@ -266,6 +294,8 @@ class CudaReplica final : public Replica {
   int cursor_host_ = -1;      // the value cursor_ holds once the stream has caught up; -1 when unknown
   std::vector<StepGraph> graphs_;
   std::optional<PendingStep> pending_;
+  int steps_per_graph_ = 1;
+  std::optional<QueuedSteps> queued_;
   bool all_reduce_owed_ = false;  // gradients launched, the adopted all-reduce not yet
   AllReduceFn all_reduce_;
   GraphCounts graph_counts_;

@@ -150,10 +150,11 @@ std::vector<std::unique_ptr<Replica>> make_replicas(const TrainOptions& o, const
     CudaStepOptions step;
     step.gemm = parse_gemm_impl(o.gemm);
     const bool fused_step = o.fused_step || o.pdl;
-    step.cuda_graphs = o.cuda_graphs || fused_step;
+    step.cuda_graphs = o.cuda_graphs || fused_step || o.steps_per_graph > 1;
     step.fused_head = o.fused_head || fused_step;
     step.fused_step = fused_step;
     step.programmatic_launch = o.pdl;
+    step.steps_per_graph = o.steps_per_graph;
     for (int device : placement.replica_devices)
       replicas.push_back(make_cuda_replica(data, device, step));
     return replicas;

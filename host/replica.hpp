@@ -31,13 +31,14 @@ class Replica {
   // What and where this replica is, for logs: "cpu", "cuda:0 NVIDIA H200".
   virtual std::string description() const = 0;
 
-  // params: [ParamLayout::kCount] host memory, copied in or out.
+  // params: [ParamLayout::kCount] host memory, copied in or out. Not const: a replica may hold steps back
+  // (a GPU replica replaying several steps as one graph), and launches them before a copy out.
   virtual void load_parameters(std::span<const float> params) = 0;
-  virtual void store_parameters(std::span<float> params) const = 0;
+  virtual void store_parameters(std::span<float> params) = 0;
   // momentum: [ParamLayout::kCount]; none until the first step with momentum (as in torch.optim.SGD), and
   // loading an empty span returns to that state.
   virtual void load_momentum(std::span<const float> momentum) = 0;
-  virtual void store_momentum(std::span<float> momentum) const = 0;
+  virtual void store_momentum(std::span<float> momentum) = 0;
   virtual bool has_momentum() const = 0;
 
   // The epoch's order of training rows: the same permutation on every replica. It may come while steps of the

@@ -190,7 +190,7 @@ class CheckpointListener final : public TrainListener {
     if (!o_.save || !writes_) return;
     Checkpoint c;
     c.params.resize(ParamLayout::kCount);
-    const Replica& replica = *trainer_.replicas()[0];
+    Replica& replica = *trainer_.replicas()[0];
     replica.store_parameters(c.params);
     if (replica.has_momentum()) {
       c.momentum.emplace(ParamLayout::kCount);
@@ -304,10 +304,11 @@ int run_train(const TrainOptions& o, const LaunchInfo& launch, ProcessGroup* gro
   std::vector<std::unique_ptr<Replica>> replicas = make_replicas(o, data, placement);
   std::unique_ptr<Communicator> communicator = make_communicator(placement, replicas, group, rank_timeout(o));
   if (root) print_placement(placement, replicas, *communicator, t.batch_size, data.train.count, world_size);
-  if (root && !placement.gpu && (o.cuda_graphs || o.fused_head || o.fused_step || o.pdl))
+  if (root && !placement.gpu &&
+      (o.cuda_graphs || o.fused_head || o.fused_step || o.pdl || o.steps_per_graph > 1))
     fmt::print(
-        "note: --cuda-graphs, --fused-head, --fused-step and --pdl change CUDA replicas only; these CPU "
-        "replicas run as always\n");
+        "note: --cuda-graphs, --fused-head, --fused-step, --pdl and --steps-per-graph change CUDA replicas "
+        "only; these CPU replicas run as always\n");
   if (o.explain && root) {
     std::vector<std::string> names;
     for (const auto& r : replicas)

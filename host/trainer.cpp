@@ -131,8 +131,11 @@ std::vector<EpochReport> Trainer::run(TrainListener& listener) {
   };
   bool order_given = false;  // the epoch's order was given during the epoch before
   auto step_budget_spent = [&] { return config_.max_steps > 0 && total_steps >= config_.max_steps; };
-  // An epoch begins only with a step to take: max_steps reached at an epoch's end is the run's end.
-  for (int epoch = static_cast<int>(total_steps / steps); epoch < config_.epochs && !step_budget_spent();
+  // max_steps reached at an epoch's end is the run's end: no empty epoch follows. The run's first epoch
+  // always begins, so that a resumed run with no step left still reports (and saves, and evaluates) where it
+  // stands.
+  const int first_epoch = static_cast<int>(total_steps / steps);
+  for (int epoch = first_epoch; epoch < config_.epochs && (epoch == first_epoch || !step_budget_spent());
        ++epoch) {
     const auto start = Clock::now();
     if (!order_given) give_order(epoch);

@@ -162,9 +162,9 @@ void classifier_head(const ClassifierHeadArgs& a, cudaStream_t stream, LaunchOrd
   if (!rows_given || !a.w || !a.b || !a.loss_sum || !a.dw || !a.db || !a.dh_sums)
     throw std::invalid_argument("classifier_head: null pointer");
   const auto shared = static_cast<std::size_t>(shared_bytes(a.batch, a.classes));
-  detail::launch(classifier_head_kernel,
-                 dim3(static_cast<unsigned>(head_split::grid_blocks(a.hidden, a.classes))), dim3(kThreads),
-                 shared, stream, order, a);
+  detail::launch<classifier_head_kernel>(
+      dim3(static_cast<unsigned>(head_split::grid_blocks(a.hidden, a.classes))), dim3(kThreads), shared,
+      stream, order, a);
 }
 
 }  // namespace mnistdp::cuda

@@ -10,6 +10,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <stdexcept>
 #include <utility>
 
 #include "kernels/cuda_check.hpp"
@@ -29,10 +30,32 @@ __device__ __forceinline__ void allow_next_kernel() {
 #endif
 }
 
-// kernel<<<grid, block, shared_bytes, stream>>>(args...), launched in `order`; checked.
-template <typename... Params, typename... Args>
-void launch(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared_bytes, cudaStream_t stream,
-            LaunchOrder order, Args&&... args) {
+// The PTX architecture `kernel` was compiled for, as loaded on the current device. Programmatic launches
+// rely on the wait above, which exists only in code for compute capability 9.0 and newer: a build for an
+// older architecture, run on a newer GPU through the driver's compilation, would have none.
+template <typename... Params>
+int kernel_ptx_version(void (*kernel)(Params...)) {
+  cudaFuncAttributes attributes{};
+  CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
+  return attributes.ptxVersion;
+}
+
+// Kernel<<<grid, block, shared_bytes, stream>>>(args...), launched in `order`; checked, with the runtime's
+// last error cleared on failure (as CUDA_CHECK_LAUNCH leaves it). A programmatic launch of a kernel built
+// without the wait throws std::invalid_argument.
+template <auto Kernel, typename... Args>
+void launch(dim3 grid, dim3 block, std::size_t shared_bytes, cudaStream_t stream, LaunchOrder order,
+            Args&&... args) {
+  if (order == LaunchOrder::programmatic) {
+    // Asked once per kernel, not at every launch: a device of 9.0 or newer loads code of 9.0 or newer
+    // whenever the build has some, and older devices are refused before any programmatic launch.
+    static const int ptx_version = kernel_ptx_version(Kernel);
+    if (ptx_version < 90) {
+      throw std::invalid_argument(
+          "programmatic launch of a kernel built only for compute capability below 9.0 "
+          "(CMAKE_CUDA_ARCHITECTURES): it would not wait for the kernel before it");
+    }
+  }
   cudaLaunchAttribute programmatic{};
   programmatic.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   programmatic.val.programmaticStreamSerializationAllowed = 1;
@@ -43,7 +66,9 @@ void launch(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared
   config.stream = stream;
   config.attrs = order == LaunchOrder::programmatic ? &programmatic : nullptr;
   config.numAttrs = order == LaunchOrder::programmatic ? 1 : 0;
-  CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
+  const cudaError_t status = cudaLaunchKernelEx(&config, Kernel, std::forward<Args>(args)...);
+  if (status != cudaSuccess) static_cast<void>(cudaGetLastError());
+  CUDA_CHECK(status);
 }
 
 }  // namespace mnistdp::cuda::detail

@@ -43,7 +43,8 @@ __global__ void __launch_bounds__(kThreads) weight_gradient_sgd_kernel(WeightGra
     a.params[i] =
         detail::sgd_element(a.params[i], g, a.momentum ? a.momentum + i : nullptr, a.sgd, a.first_step);
   }
-  // Every block of the step's earlier kernels read the offset before this kernel began.
+  // Every block of the step's earlier kernels has read the offset: this kernel's wait above returned once
+  // they had finished (or, launched the serial way, it began after them).
   if (a.cursor && blockIdx.x == 0 && threadIdx.x == 0) *a.cursor += a.cursor_delta;
 }
 
@@ -63,8 +64,8 @@ void weight_gradient_sgd(const WeightGradientSgdArgs& a, cudaStream_t stream, La
     throw std::invalid_argument("weight_gradient_sgd: momentum != 0 needs a buffer");
   if (a.n == 0 && !a.cursor) return;
   const std::size_t blocks = std::clamp<std::size_t>((a.n + kThreads - 1) / kThreads, 1, kMaxBlocks);
-  detail::launch(weight_gradient_sgd_kernel, dim3(static_cast<unsigned>(blocks)), dim3(kThreads), 0, stream,
-                 order, a);
+  detail::launch<weight_gradient_sgd_kernel>(dim3(static_cast<unsigned>(blocks)), dim3(kThreads), 0, stream,
+                                             order, a);
 }
 
 }  // namespace mnistdp::cuda

@@ -73,15 +73,15 @@ stage() {
 # the step's kernels; the all-reduce; whole epochs with the other GEMMs. All four hand-written GEMMs give the
 # same bits, so the fastest can be the fast path's (docs/performance.md, "Blocks").
 # The variants share one process, so a fault in one (a kernel's first run on a GPU) would lose them all: when the
-# run ends without its JSON, the plain path and the fast paths are timed again one by one, each with a quarter
-# of the stage's time.
+# run ends without its JSON, the plain path and the fast paths are timed again one by one, each with a fifth of
+# the stage's time.
 epochs() {  # GEMM LIMIT
-  stage "epochs with --gemm $1: plain, graphs, fused head, both, fused step, with pdl (mnist-dp-bench --epoch)" "$2" \
+  stage "epochs with --gemm $1: plain, graphs, fused head, both, fused step, with pdl, 64 steps a graph" "$2" \
     "$OUT/epoch-$1.txt" "$BUILD_DIR/mnist-dp-bench" --epoch --epoch-gemm "$1" --rounds 2 \
     --json "$OUT/epoch-$1.json"
   if [ ! -f "$OUT/epoch-$1.json" ] && [ "$DRY_RUN" != 1 ]; then
-    for variant in plain graphs fused-step fused-step+pdl; do
-      stage "epochs with --gemm $1, $variant alone" $(($2 / 4)) "$OUT/epoch-$1-$variant.txt" \
+    for variant in plain graphs fused-step fused-step+pdl fused-step+pdl+64; do
+      stage "epochs with --gemm $1, $variant alone" $(($2 / 5)) "$OUT/epoch-$1-$variant.txt" \
         "$BUILD_DIR/mnist-dp-bench" --epoch --epoch-gemm "$1" --epoch-variants "$variant" --rounds 1 \
         --json "$OUT/epoch-$1-$variant.json"
     done
@@ -103,7 +103,7 @@ if command -v ncu >/dev/null 2>&1 && [ -d "$DATA" ]; then
   # ncu profiles the kernels of a graph's launches one by one, by name.
   for path in plain fast; do
     args=()
-    [ "$path" = fast ] && args=(--pdl --gemm slab)
+    [ "$path" = fast ] && args=(--pdl --gemm slab --steps-per-graph 64)
     stage "profiles of the step's kernels, $path path (ncu)" 60 "$OUT/ncu-$path.txt" \
       ncu --clock-control none --launch-skip 300 --launch-count 30 \
       --section SpeedOfLight --section LaunchStats --section Occupancy \

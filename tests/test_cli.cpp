@@ -111,8 +111,7 @@ TEST_CASE("CUDA graphs are off by default and --cuda-graphs turns them on", "[cl
   CHECK(parse({"train", "--cuda-graphs"}).train.cuda_graphs);
 }
 
-TEST_CASE("the fused head, the fused step and --pdl are off by default and their flags turn them on",
-          "[cli]") {
+TEST_CASE("the fast path's options are off by default and their flags turn them on", "[cli]") {
   CHECK_FALSE(parse({"train"}).train.fused_head);
   CHECK_FALSE(parse({"train"}).train.fused_step);
   CHECK(parse({"train", "--fused-head"}).train.fused_head);
@@ -120,6 +119,9 @@ TEST_CASE("the fused head, the fused step and --pdl are off by default and their
   CHECK(parse({"train", "--fused-step"}).train.fused_step);
   CHECK_FALSE(parse({"train"}).train.pdl);
   CHECK(parse({"train", "--pdl"}).train.pdl);
+  CHECK(parse({"train"}).train.steps_per_graph == 1);
+  CHECK(parse({"train", "--steps-per-graph", "64"}).train.steps_per_graph == 64);
+  CHECK_THROWS_AS(parse({"train", "--steps-per-graph", "0"}), UsageError);
 }
 
 TEST_CASE("the launcher and the timeout of multi-process runs", "[cli]") {

@@ -31,9 +31,9 @@ class ShardMeanReplica final : public Replica {
       : inner_(std::move(inner)), replicas_(replicas) {}
   std::string description() const override { return inner_->description(); }
   void load_parameters(std::span<const float> p) override { inner_->load_parameters(p); }
-  void store_parameters(std::span<float> p) const override { inner_->store_parameters(p); }
+  void store_parameters(std::span<float> p) override { inner_->store_parameters(p); }
   void load_momentum(std::span<const float> m) override { inner_->load_momentum(m); }
-  void store_momentum(std::span<float> m) const override { inner_->store_momentum(m); }
+  void store_momentum(std::span<float> m) override { inner_->store_momentum(m); }
   bool has_momentum() const override { return inner_->has_momentum(); }
   void set_epoch_order(std::span<const std::int32_t> o) override { inner_->set_epoch_order(o); }
   void compute_gradients(int first, int count, int global_batch) override {

@@ -128,9 +128,9 @@ class CallLog final : public Replica {
   }
   std::string description() const override { return inner_->description(); }
   void load_parameters(std::span<const float> p) override { inner_->load_parameters(p); }
-  void store_parameters(std::span<float> p) const override { inner_->store_parameters(p); }
+  void store_parameters(std::span<float> p) override { inner_->store_parameters(p); }
   void load_momentum(std::span<const float> m) override { inner_->load_momentum(m); }
-  void store_momentum(std::span<float> m) const override { inner_->store_momentum(m); }
+  void store_momentum(std::span<float> m) override { inner_->store_momentum(m); }
   bool has_momentum() const override { return inner_->has_momentum(); }
   void set_epoch_order(std::span<const std::int32_t> o) override {
     std::string name = "order ?";
@@ -200,6 +200,12 @@ TEST_CASE("each epoch's order is given after the last step of the epoch before, 
     config.max_steps = 4;
     config.evaluate = false;
     CHECK(call_log(data, config) == Log{"order 0", "step 0", "step 64", "step 128", "order 1", "step 0"});
+  }
+  SECTION("a resumed run with no step left still begins its epoch, and takes no step") {
+    config.start_step = 6;
+    config.max_steps = 6;
+    config.evaluate = false;
+    CHECK(call_log(data, config) == Log{"order 2"});
   }
   SECTION("a resumed run gives its first epoch's order itself") {
     config.start_step = 4;

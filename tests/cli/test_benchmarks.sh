@@ -18,7 +18,7 @@ done
 
 "$bin" --epoch --epoch-variants plain,fused-step+pdl,bogus >"$work/bogus.txt" 2>&1
 check "an unknown epoch variant is refused" test $? -ne 0
-check "the refusal names the variant and the choices" grep -q "'bogus' is not a variant (plain, graphs, head, head+graphs, fused-step, fused-step+pdl)" "$work/bogus.txt"
+check "the refusal names the variant and the choices" grep -q "'bogus' is not a variant (plain, graphs, head, head+graphs, fused-step, fused-step+pdl, fused-step+pdl+64)" "$work/bogus.txt"
 
 "$bin" --epoch --epoch-gemm bogus >"$work/gemm.txt" 2>&1
 check "an unknown GEMM is refused" test $? -ne 0

@@ -25,6 +25,10 @@ train --epochs 1 --momentum 0.9 --max-steps 300 --save "$work/part.st" >/dev/nul
 train --epochs 1 --momentum 0.9 --resume "$work/part.st" --save "$work/part.st" >/dev/null 2>&1
 check "resumed after step 300 (momentum 0.9) equals the uninterrupted run to the bit" \
   cmp -s "$work/whole.st" "$work/part.st"
+# Resumed with no step left (--max-steps already reached): the checkpoint is saved again, unchanged.
+train --epochs 1 --momentum 0.9 --max-steps 300 --save "$work/done.st" >/dev/null 2>&1
+train --epochs 1 --momentum 0.9 --max-steps 300 --resume "$work/done.st" --save "$work/done-again.st" >/dev/null 2>&1
+check "resumed with no step left saves the same checkpoint" cmp -s "$work/done.st" "$work/done-again.st"
 
 # 3. SIGINT: the step finishes, a checkpoint is saved, the exit code says it was interrupted.
 # Started directly, not through the train function, so that $! is mnist-dp itself and not a subshell.
@@ -56,8 +60,8 @@ head -c 100 "$work/whole.st" >"$work/cut.st"
 check "a truncated checkpoint is refused with its name" grep -q "$work/cut.st" "$work/cut.err"
 
 # 6. The CUDA-only options on the CPU: the same run, and a note that says so.
-train --epochs 1 --momentum 0.9 --cuda-graphs --fused-head --fused-step --pdl --save "$work/cuda_options.st" >"$work/cuda_options.log" 2>&1
-check "--cuda-graphs --fused-head --fused-step --pdl on the CPU train as without" cmp -s "$work/whole.st" "$work/cuda_options.st"
-check "--cuda-graphs --fused-head --fused-step --pdl on the CPU are noted" grep -q "change CUDA replicas only" "$work/cuda_options.log"
+train --epochs 1 --momentum 0.9 --cuda-graphs --fused-head --fused-step --pdl --steps-per-graph 64 --save "$work/cuda_options.st" >"$work/cuda_options.log" 2>&1
+check "the CUDA-only options on the CPU train as without" cmp -s "$work/whole.st" "$work/cuda_options.st"
+check "the CUDA-only options on the CPU are noted" grep -q "change CUDA replicas only" "$work/cuda_options.log"
 
 finish_checks

@@ -372,3 +372,100 @@ TEST_CASE("a recorded step is launched the plain way when its gradients are read
   CHECK(bitwise_equal(graphs.losses, plain.losses));
   CHECK(bitwise_equal(graphs.params, plain.params));
 }
+
+TEST_CASE("several steps a graph give the plain path's parameters after 100 steps", "[gpu][graphs][slow]") {
+  // steps_per_graph 3 and 7 against epochs of 15 full batches and a short one: queues cut short by the short
+  // batch and by the epoch's end, remainders of every size. observe: a loss read after every step, which
+  // launches each step as it comes.
+  const int per_graph = GENERATE(3, 7);
+  const bool fused_step = GENERATE(false, true);
+  const bool observe = GENERATE(true, false);
+  CAPTURE(per_graph, fused_step, observe);
+  const DataSplits data = testing::synthetic_splits(kTrainRows, 10, 67);
+  CudaStepOptions fast;
+  fast.gemm = GemmImpl::slab;
+  fast.cuda_graphs = true;
+  fast.fused_head = fused_step;
+  fast.fused_step = fused_step;
+  fast.steps_per_graph = per_graph;
+  const Run plain = train(data, {GemmImpl::slab, false, false, false}, 1, Reduce::nccl, observe);
+  const Run queued = train(data, fast, 1, Reduce::nccl, observe);
+  check_same(queued, plain, GemmImpl::slab);
+  if (observe)
+    CHECK(queued.counts[0].multi_step == 0);
+  else
+    CHECK(queued.counts[0].multi_step > 0);
+}
+
+TEST_CASE("queued steps are launched before anything reads or changes what they change", "[gpu][graphs]") {
+  // Driven by hand: runs of contiguous steps (which queue) cut by jumps and by a shorter shard, with the
+  // parameters, the gradients, the momentum and an evaluation read in between, the momentum written back,
+  // and a new order in the middle; the parameters read at the end without a loss read before.
+  const DataSplits data = testing::synthetic_splits(kTrainRows, 10, 73);
+  std::vector<float> init(L::kCount);
+  init_parameters(init, 79);
+  std::vector<std::int32_t> order(static_cast<std::size_t>(data.train.count)), other(order.size());
+  epoch_order(order, 83, 0);
+  epoch_order(other, 83, 1);
+  SgdConfig sgd;
+  sgd.momentum = 0.9f;
+  const bool fused_step = GENERATE(false, true);
+  CAPTURE(fused_step);
+
+  struct Probe {
+    std::vector<float> params;  // every read, one after the other
+    std::vector<float> grads;
+    std::vector<double> eval;
+  };
+  auto drive = [&](bool queue) {
+    CudaStepOptions step{GemmImpl::slab, queue, queue && fused_step, queue && fused_step};
+    step.steps_per_graph = queue ? 4 : 1;
+    CudaReplica replica(data, 0, step);
+    replica.load_parameters(init);
+    std::vector<Replica*> raw{&replica};
+    const auto nccl = make_nccl_communicator(raw);
+    Probe probe;
+    auto read_params = [&] {
+      probe.params.resize(probe.params.size() + L::kCount, std::numeric_limits<float>::quiet_NaN());
+      replica.store_parameters(std::span<float>(probe.params).last(L::kCount));
+    };
+    replica.set_epoch_order(order);
+    int first = 0;
+    for (int step_index = 0; step_index < 60; ++step_index) {
+      if (step_index == 40) replica.set_epoch_order(other);
+      const int count = step_index % 9 == 8 ? 33 : kBatch;
+      if (step_index % 10 == 9 || first + count > data.train.count)
+        first = (step_index * 37) % 400;  // a jump
+      replica.compute_gradients(first, count, count);
+      nccl->all_reduce_gradients(raw);
+      replica.sgd_step(sgd);
+      first += count;
+      if (step_index % 13 == 12) read_params();
+      if (step_index % 17 == 16) {
+        probe.grads.resize(probe.grads.size() + L::kGradCount, std::numeric_limits<float>::quiet_NaN());
+        float* grads = replica.gradient_buffer();
+        CUDA_CHECK(cudaStreamSynchronize(replica.stream()));
+        CUDA_CHECK(cudaMemcpy(probe.grads.data() + probe.grads.size() - L::kGradCount, grads,
+                              L::kGradCount * sizeof(float), cudaMemcpyDeviceToHost));
+      }
+      if (step_index % 11 == 10) {
+        const EvalResult e = replica.evaluate();
+        probe.eval.push_back(e.loss_sum);
+        probe.eval.push_back(static_cast<double>(e.correct));
+      }
+      if (step_index == 30) {
+        std::vector<float> momentum(L::kCount);
+        replica.store_momentum(momentum);
+        replica.load_momentum(momentum);
+      }
+    }
+    read_params();
+    if (queue) CHECK(replica.graph_counts().multi_step > 0);
+    return probe;
+  };
+  const Probe plain = drive(false);
+  const Probe queued = drive(true);
+  CHECK(bitwise_equal(queued.params, plain.params));
+  CHECK(bitwise_equal(queued.grads, plain.grads));
+  CHECK(queued.eval == plain.eval);
+}
