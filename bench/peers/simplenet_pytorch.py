@@ -8,8 +8,9 @@ Variants:
            PyTorch eager with the data on the device)
   compile  as tensor, with the model compiled by torch.compile(mode="reduce-overhead") (PyTorch 2.0 or later; on a
            GPU that mode replays the compiled forward and backward as CUDA graphs)
-  graphs   as tensor, with the whole step (forward, loss, backward, SGD) captured once in a torch.cuda.graph and
-           replayed for every full batch (the last, short batch of an epoch runs eagerly); needs a CUDA device
+  graphs   as tensor, with the whole step (the batch's gather, forward, loss, backward, SGD) captured once in a
+           torch.cuda.graph and replayed for every full batch, each step copying only its 64 indices in (the
+           last, short batch of an epoch runs eagerly); needs a CUDA device
 
 It reads the same IDX files as mnist-dp (raw or .gz) and prints the reference program's loss lines, then one JSON
 object per epoch on lines starting with "RESULT " for scripts.
@@ -105,38 +106,41 @@ def check_variant(variant, device):
         sys.exit(f"simplenet_pytorch.py: --device {device}: PyTorch {torch.__version__} ({build}) sees no usable GPU")
 
 
-def make_graphed_step(model, criterion, optimizer, device, eager_step):
+def make_graphed_step(model, criterion, optimizer, device, eager_step, x_train, y_train):
     """The whole step captured in one CUDA graph, as in PyTorch's "whole-network capture" recipe.
 
-    Full batches are copied into static input tensors and the graph replayed; a batch of another size (the last of
-    an epoch) runs eagerly. The warm-up iterations that capture needs would train the model, so the parameters are
-    saved before and restored after, in place (the graph holds their addresses); plain SGD keeps no other state.
+    The graph gathers the batch itself from the data on the device, through a static tensor of 64 indices: a full
+    batch copies its indices in and replays the graph; a batch of another size (the last of an epoch) runs eagerly.
+    The warm-up iterations that capture needs would train the model, so the parameters are saved before and
+    restored after, in place (the graph holds their addresses); plain SGD keeps no other state.
     """
-    static_x = torch.zeros(64, 784, device=device)
-    static_y = torch.zeros(64, dtype=torch.int64, device=device)
+    static_idx = torch.zeros(64, dtype=torch.int64, device=device)
+
+    def gathered_step():
+        return eager_step(x_train.index_select(0, static_idx), y_train.index_select(0, static_idx))
+
     saved = [p.detach().clone() for p in model.parameters()]
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
         for _ in range(3):
-            eager_step(static_x, static_y)
+            gathered_step()
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
     optimizer.zero_grad(set_to_none=True)
     with torch.cuda.graph(graph):
-        static_loss = criterion(model(static_x), static_y)
+        static_loss = criterion(model(x_train.index_select(0, static_idx)), y_train.index_select(0, static_idx))
         static_loss.backward()
         optimizer.step()
     with torch.no_grad():
         for p, s in zip(model.parameters(), saved):
             p.copy_(s)
 
-    def graphed_step(images, labels):
-        if len(labels) != static_x.shape[0]:
+    def graphed_step(idx):
+        if len(idx) != static_idx.shape[0]:
             optimizer.zero_grad(set_to_none=True)  # the eager step's gradients, not the graph's
-            return eager_step(images, labels)
-        static_x.copy_(images)
-        static_y.copy_(labels)
+            return eager_step(x_train[idx], y_train[idx])
+        static_idx.copy_(idx)
         graph.replay()
         return static_loss
 
@@ -183,15 +187,15 @@ def main():
         loader = torch.utils.data.DataLoader(PerSampleDataset(train_images, train_labels), batch_size=64,
                                              shuffle=True)
         batches = lambda: ((x.to(device), y.to(device)) for x, y in loader)
+        x_train = y_train = None
     else:
         x_train = normalise(train_images).to(device)
         y_train = torch.from_numpy(train_labels.astype(np.int64)).to(device)
 
-        def batches():
+        def batches():  # each batch's indices; the step gathers its rows
             order = torch.randperm(len(y_train), device=device)
             for first in range(0, len(y_train), 64):
-                idx = order[first:first + 64]
-                yield x_train[idx], y_train[idx]
+                yield order[first:first + 64]
 
     def eager_step(images, labels):
         optimizer.zero_grad()
@@ -200,13 +204,17 @@ def main():
         optimizer.step()
         return loss
 
-    step = eager_step
+    def gather(batch):  # (images, labels) for the loader; the rows of x_train and y_train otherwise
+        return batch if x_train is None else (x_train[batch], y_train[batch])
+
+    step = lambda batch: eager_step(*gather(batch))
     if args.variant == "compile":
         # The model compiled (forward, and through AOTAutograd its backward); the loss and SGD stay eager. The
         # shapes are static: the last, short batch of an epoch compiles once more. Evaluation uses the module as is.
         compiled = torch.compile(model, mode="reduce-overhead", dynamic=False)
 
-        def compiled_step(images, labels):
+        def compiled_step(batch):
+            images, labels = gather(batch)
             optimizer.zero_grad()
             loss = criterion(compiled(images), labels)
             loss.backward()
@@ -215,7 +223,7 @@ def main():
 
         step = compiled_step
     elif args.variant == "graphs":
-        step = make_graphed_step(model, criterion, optimizer, device, eager_step)
+        step = make_graphed_step(model, criterion, optimizer, device, eager_step, x_train, y_train)
 
     description = describe(device)
     for epoch in range(args.epochs):
@@ -223,12 +231,12 @@ def main():
             torch.cuda.synchronize()
         start = time.perf_counter()
         steps = samples = 0
-        for i, (images, labels) in enumerate(batches()):
-            loss = step(images, labels)
+        for i, batch in enumerate(batches()):
+            loss = step(batch)
             if i % 100 == 0:
                 print(f"Epoch {epoch}, Step {i}, Loss: {loss.item()}")
             steps += 1
-            samples += len(labels)
+            samples += len(batch[1] if x_train is None else batch)
         if device.type == "cuda":
             torch.cuda.synchronize()
         seconds = time.perf_counter() - start
