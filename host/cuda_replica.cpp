@@ -234,10 +234,11 @@ std::string CudaReplica::description() const {
   else if (fused_head_)
     fused = ", fused head";
   std::string graphs;
-  if (graphs_on_)
-    graphs = steps_per_graph_ > 1 && owns_all_reduce()
-                 ? fmt::format(", CUDA graphs of up to {} steps", steps_per_graph_)
-                 : std::string(", CUDA graphs");
+  if (graphs_on_ && steps_per_graph_ > 1)
+    graphs = owns_all_reduce() ? fmt::format(", CUDA graphs of up to {} steps", steps_per_graph_)
+                               : std::string(", CUDA graphs (several steps a graph need a lone replica)");
+  else if (graphs_on_)
+    graphs = ", CUDA graphs";
   return fmt::format("cuda:{} {} (sm_{}{}, {} SMs), gemm {}{}{}, {:.1f} MiB of device memory", device_,
                      device_name_, cc_major_, cc_minor_, sm_count_, gemm_impl_name(gemm_), fused, graphs,
                      static_cast<double>(device_bytes()) / kMiB);
@@ -526,7 +527,9 @@ void CudaReplica::launch_queued() {
   const int first = queued_->first;
   queued_.reset();
   if (shape.steps > 1) ++graph_counts_.multi_step;
-  run_graphed(shape, first, [&] { enqueue_whole_steps(shape); });
+  // Steps are queued only once their shape's one-step graph exists: whatever is set up on first use is.
+  run_graphed(
+      shape, first, [&] { enqueue_whole_steps(shape); }, /*warmed_up=*/true);
 }
 
 void CudaReplica::enqueue_sgd(const SgdConfig& cfg, bool first_step) {
@@ -557,15 +560,18 @@ void CudaReplica::flush_pending() {
   all_reduce_owed_ = owns_all_reduce();
 }
 
-void CudaReplica::run_graphed(const StepShape& shape, int first, const std::function<void()>& enqueue) {
-  const auto same = [&](const StepGraph& g) { return same_shape(g.shape, shape); };
+void CudaReplica::run_graphed(const StepShape& shape, int first, const std::function<void()>& enqueue,
+                              bool warmed_up) {
   const cudaStream_t s = stream_.get();
-  const auto found = std::find_if(graphs_.begin(), graphs_.end(), same);
-  const bool first_sight = found == graphs_.end();
-  if (first_sight) {
+  auto found = std::find_if(graphs_.begin(), graphs_.end(),
+                            [&](const StepGraph& g) { return same_shape(g.shape, shape); });
+  const bool launch_by_launch = found == graphs_.end() && !warmed_up;
+  if (found == graphs_.end()) {
     if (graphs_.size() >= kMaxGraphs) graphs_.clear();
     graphs_.push_back(StepGraph{shape, std::nullopt});
-  } else if (!found->exec) {
+    found = std::prev(graphs_.end());
+  }
+  if (!launch_by_launch && !found->exec) {
     const CudaGraph graph = capture_graph(s, enqueue);
     found->exec.emplace(graph);
     found->exec->upload(s);
@@ -573,7 +579,7 @@ void CudaReplica::run_graphed(const StepShape& shape, int first, const std::func
   }
   if (cursor_host_ != first) cuda::set_cursor(cursor_.data(), first, s);
   cursor_host_ = -1;  // unknown until the launches have been accepted
-  if (first_sight) {
+  if (launch_by_launch) {
     // The kernels the graph will hold, launched one by one: whatever is set up on first use (modules,
     // NCCL's connections, cuBLAS's workspace) is then in place before the capture, which would refuse it.
     // The next step of this shape is captured.

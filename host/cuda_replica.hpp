@@ -119,9 +119,10 @@ class CudaReplica final : public Replica {
   // Activation rows allocated up front (a larger training shard grows them once).
   static constexpr int kInitialRows = 64;
 
-  // At most this many step graphs are kept; a new shape beyond that drops them all (a trainer with a fixed
-  // batch needs two).
-  static constexpr std::size_t kMaxGraphs = 8;
+  // At most this many step graphs are kept; a new shape beyond that drops them all. A trainer with a fixed
+  // batch needs two (the full batch, the short one), and with steps_per_graph up to about six (the one-step
+  // graphs, N steps, and the one or two shorter runs that loss reads and the epoch's end cut).
+  static constexpr std::size_t kMaxGraphs = 16;
 
   // Uploads data.train and data.test to device `device` (throws CudaError, or std::invalid_argument for a bad
   // device index or malformed data).
@@ -148,7 +149,9 @@ class CudaReplica final : public Replica {
   std::vector<StepMarks> take_trace() override;
 
   // For the communicator: the device, and the stream every launch of this replica goes on (an all-reduce of
-  // gradient_buffer() must be ordered on it, after compute_gradients and before sgd_step).
+  // gradient_buffer() must be ordered on it, after compute_gradients and before sgd_step). Steps queued by
+  // steps_per_graph are not on it until something launches them (gradient_buffer(), loss_sum(), any read):
+  // waiting on the stream alone does not wait for them.
   int device() const { return device_; }
   cudaStream_t stream() const { return stream_.get(); }
   // Bytes of device memory this replica holds (its buffers; the CUDA context and cuBLAS's workspace aside).
@@ -175,6 +178,7 @@ class CudaReplica final : public Replica {
     long plain = 0;
     long multi_step = 0;
   };
+  // Queued steps count once they are launched.
   GraphCounts graph_counts() const { return graph_counts_; }
   // Steps whose gradients were enqueued with the fused classifier head (launched, or captured into a graph).
   long fused_head_steps() const { return fused_head_steps_; }
@@ -240,10 +244,12 @@ class CudaReplica final : public Replica {
   void launch_queued();
   // Launches a recorded step's gradients the plain way; its all-reduce, if adopted, is then owed to sgd_step.
   void flush_pending();
-  // Runs one step (or its gradients) of `shape` starting at row `first`, with `enqueue` putting its
-  // launches on the stream (the row offset read from cursor_): launch by launch the first time the shape is
-  // seen, then as the graph of `enqueue` (captured once), replayed.
-  void run_graphed(const StepShape& shape, int first, const std::function<void()>& enqueue);
+  // Runs one step (or its gradients, or shape.steps steps) of `shape` starting at row `first`, with `enqueue`
+  // putting its launches on the stream (the row offset read from cursor_): launch by launch the first time
+  // the shape is seen, then as the graph of `enqueue` (captured once), replayed. warmed_up: its kernels have
+  // run before (queued steps, whose one-step graph exists), so the first sight is captured at once.
+  void run_graphed(const StepShape& shape, int first, const std::function<void()>& enqueue,
+                   bool warmed_up = false);
 
   int device_;
   GemmImpl gemm_;

@@ -47,8 +47,9 @@ template <auto Kernel, typename... Args>
 void launch(dim3 grid, dim3 block, std::size_t shared_bytes, cudaStream_t stream, LaunchOrder order,
             Args&&... args) {
   if (order == LaunchOrder::programmatic) {
-    // Asked once per kernel, not at every launch: a device of 9.0 or newer loads code of 9.0 or newer
-    // whenever the build has some, and older devices are refused before any programmatic launch.
+    // Asked once per kernel and process, not at every launch, on the device that launches it first: every
+    // device is taken to load code of the same side of 9.0 (true of the default build, sm_90 only; a build
+    // whose devices would load code from both sides, such as "80;100" on an H100 beside a B200, is not).
     static const int ptx_version = kernel_ptx_version(Kernel);
     if (ptx_version < 90) {
       throw std::invalid_argument(

@@ -12,6 +12,7 @@
 // too must agree to the bit with them; with cuBLAS, whose fc2 products it replaces, within 1e-5.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -398,9 +399,10 @@ TEST_CASE("several steps a graph give the plain path's parameters after 100 step
 }
 
 TEST_CASE("queued steps are launched before anything reads or changes what they change", "[gpu][graphs]") {
-  // Driven by hand: runs of contiguous steps (which queue) cut by jumps and by a shorter shard, with the
-  // parameters, the gradients, the momentum and an evaluation read in between, the momentum written back,
-  // and a new order in the middle; the parameters read at the end without a loss read before.
+  // Driven by hand: runs of contiguous steps (which queue) cut by jumps, by a shorter shard, by an empty one
+  // and by new SGD settings, with the parameters, the gradients, the momentum and an evaluation read in
+  // between, an earlier momentum written back while steps are queued, and a new order in the middle; at the
+  // end the communicator goes first (which launches the queue), then the parameters are read.
   const DataSplits data = testing::synthetic_splits(kTrainRows, 10, 73);
   std::vector<float> init(L::kCount);
   init_parameters(init, 79);
@@ -423,8 +425,11 @@ TEST_CASE("queued steps are launched before anything reads or changes what they 
     CudaReplica replica(data, 0, step);
     replica.load_parameters(init);
     std::vector<Replica*> raw{&replica};
-    const auto nccl = make_nccl_communicator(raw);
+    auto nccl = make_nccl_communicator(raw);
     Probe probe;
+    std::vector<float> saved_momentum(L::kCount);
+    SgdConfig faster = sgd;
+    faster.lr = 0.02f;
     auto read_params = [&] {
       probe.params.resize(probe.params.size() + L::kCount, std::numeric_limits<float>::quiet_NaN());
       replica.store_parameters(std::span<float>(probe.params).last(L::kCount));
@@ -433,12 +438,12 @@ TEST_CASE("queued steps are launched before anything reads or changes what they 
     int first = 0;
     for (int step_index = 0; step_index < 60; ++step_index) {
       if (step_index == 40) replica.set_epoch_order(other);
-      const int count = step_index % 9 == 8 ? 33 : kBatch;
+      const int count = step_index == 50 ? 0 : step_index % 9 == 8 ? 33 : kBatch;
       if (step_index % 10 == 9 || first + count > data.train.count)
         first = (step_index * 37) % 400;  // a jump
-      replica.compute_gradients(first, count, count);
+      replica.compute_gradients(first, count, std::max(count, 1));
       nccl->all_reduce_gradients(raw);
-      replica.sgd_step(sgd);
+      replica.sgd_step(step_index >= 45 ? faster : sgd);
       first += count;
       if (step_index % 13 == 12) read_params();
       if (step_index % 17 == 16) {
@@ -453,12 +458,10 @@ TEST_CASE("queued steps are launched before anything reads or changes what they 
         probe.eval.push_back(e.loss_sum);
         probe.eval.push_back(static_cast<double>(e.correct));
       }
-      if (step_index == 30) {
-        std::vector<float> momentum(L::kCount);
-        replica.store_momentum(momentum);
-        replica.load_momentum(momentum);
-      }
+      if (step_index == 30) replica.store_momentum(saved_momentum);
+      if (step_index == 35) replica.load_momentum(saved_momentum);
     }
+    nccl.reset();
     read_params();
     if (queue) CHECK(replica.graph_counts().multi_step > 0);
     return probe;
