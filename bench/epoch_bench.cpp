@@ -73,7 +73,8 @@ struct Variant {
 void run_round(Variant& v, const DataSplits& data, const EpochBenchOptions& o, GemmImpl gemm) {
   std::vector<std::unique_ptr<Replica>> replicas;
   replicas.push_back(make_cuda_replica(
-      data, o.device, {gemm, v.graphs, v.fused_head, v.fused_step, v.programmatic, v.steps_per_graph}));
+      data, o.device,
+      {gemm, v.graphs, v.fused_head, v.fused_step, v.programmatic, v.steps_per_graph, o.tf32}));
   std::vector<float> init(L::kCount);
   init_parameters(init, 0);
   replicas[0]->load_parameters(init);
@@ -105,13 +106,16 @@ void run_round(Variant& v, const DataSplits& data, const EpochBenchOptions& o, G
 }  // namespace
 
 int run_epoch_bench(const EpochBenchOptions& o) {
+  // The options first: a bad combination is refused with or without a GPU.
+  const GemmImpl gemm = parse_gemm_impl(o.gemm);
+  if (o.tf32 && gemm != GemmImpl::cublas)
+    throw std::invalid_argument(fmt::format("{}: --epoch-tf32 needs --epoch-gemm cublas", kProgram));
   std::string why;
   const int devices = usable_devices(why);
   if (devices == 0) return report_no_gpu(kProgram, why, "");
   if (o.device >= devices)
     throw std::invalid_argument(
         fmt::format("--device {}: this machine has {} CUDA device(s)", o.device, devices));
-  const GemmImpl gemm = parse_gemm_impl(o.gemm);
 
   std::mt19937 rng(1);
   DataSplits data;
@@ -126,8 +130,9 @@ int run_epoch_bench(const EpochBenchOptions& o) {
       "An epoch: every step, and the host's shuffle and upload of the next epoch's order while the device "
       "runs them, with no host wait inside; {} timed epochs after {} warm-up epochs and before {} more, per "
       "variant and round, {} rounds alternating the variants.\n\n",
-      kProgram, dev["name"].get<std::string>(), dev["sm_count"].get<int>(), o.gemm, o.train_rows,
-      load_average(), o.repeats, kWarmUpEpochs, kCoolDownEpochs, o.rounds);
+      kProgram, dev["name"].get<std::string>(), dev["sm_count"].get<int>(),
+      o.tf32 ? o.gemm + " (TF32)" : o.gemm, o.train_rows, load_average(), o.repeats, kWarmUpEpochs,
+      kCoolDownEpochs, o.rounds);
 
   const std::vector<Variant> all = {{kEpochVariants[0], false, false, false, false, 1, {}, {}, 0, {}, {}},
                                     {kEpochVariants[1], true, false, false, false, 1, {}, {}, 0, {}, {}},
@@ -187,6 +192,7 @@ int run_epoch_bench(const EpochBenchOptions& o) {
                              {"date", utc_now()},
                              {"device", dev},
                              {"gemm", o.gemm},
+                             {"tf32", o.tf32},
                              {"train_rows", o.train_rows},
                              {"repeats", o.repeats},
                              {"rounds", o.rounds},

@@ -25,6 +25,7 @@ struct EpochBenchOptions {
   int rounds = 3;    // every variant once per round, in turn: drift on the machine hits them alike
   int train_rows = 60000;
   std::string gemm = "blocked";
+  bool tf32 = false;      // with gemm cublas: its products in TF32 (CudaStepOptions::tf32), in every variant
   std::string json_path;  // empty: no JSON
   // The variants to time, by name (kEpochVariants); empty: all of them.
   std::vector<std::string> variants;

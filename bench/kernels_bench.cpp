@@ -1311,6 +1311,8 @@ int run(int argc, char** argv) {
                  "With --epoch: the matrix product (naive, tiled, blocked, slab, cublas)")
       ->check(CLI::IsMember({"naive", "tiled", "blocked", "slab", "cublas"}))
       ->capture_default_str();
+  bool epoch_tf32 = false;
+  app.add_flag("--epoch-tf32", epoch_tf32, "With --epoch --epoch-gemm cublas: cuBLAS's products in TF32");
   std::string epoch_variants;
   app.add_option("--epoch-variants", epoch_variants,
                  fmt::format("With --epoch: the variants to time, comma-separated, of {} (default: all)",
@@ -1335,6 +1337,7 @@ int run(int argc, char** argv) {
     e.gemm = o.epoch_gemm;
     e.json_path = o.json_path;
     e.variants = split_commas(epoch_variants);
+    e.tf32 = epoch_tf32;
     return run_epoch_bench(e);
   }
 

@@ -108,6 +108,10 @@ void add_train_options(CLI::App& train, TrainOptions& o) {
       "Launch the fused step's second and third kernels with programmatic dependent launch, so that "
       "each may start while the one before finishes (compute capability 9.0+); implies "
       "--fused-step (the same results)");
+  train.add_flag(
+      "--tf32", o.tf32,
+      "With --gemm cublas: cuBLAS's products on tensor cores in TF32 (inputs rounded to 10 bits of "
+      "mantissa, sums in fp32), as PyTorch's allow_tf32; not the fp32 results, never the default");
   train
       .add_option(
           "--steps-per-graph", o.steps_per_graph,
@@ -168,6 +172,10 @@ void check_consistency(const TrainOptions& o) {
   if (o.train.sgd.nesterov && (o.train.sgd.momentum <= 0.0f || o.train.sgd.dampening != 0.0f))
     throw UsageError(
         "--nesterov needs --momentum greater than 0 and --dampening 0 (as torch.optim.SGD requires)");
+  if (o.tf32 && o.gemm != "cublas")
+    throw UsageError(
+        "--tf32 is cuBLAS's tensor-core mode: it needs --gemm cublas (the hand-written products "
+        "are fp32 only)");
 }
 
 }  // namespace

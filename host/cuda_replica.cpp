@@ -134,6 +134,7 @@ GemmImpl parse_gemm_impl(const std::string& name) {
 CudaReplica::CudaReplica(const DataSplits& data, int device, const CudaStepOptions& options)
     : device_(select_device(device)),
       gemm_(options.gemm),
+      tf32_(options.tf32),
       fused_head_(options.fused_head),
       fused_step_(options.fused_step),
       fused_order_(options.programmatic_launch ? cuda::LaunchOrder::programmatic : cuda::LaunchOrder::serial),
@@ -154,7 +155,9 @@ CudaReplica::CudaReplica(const DataSplits& data, int device, const CudaStepOptio
         "programmatic dependent launch (--pdl) needs compute capability 9.0 or newer; cuda:{} {} is sm_{}{}",
         device_, device_name_, cc_major_, cc_minor_));
   }
-  if (gemm_ == GemmImpl::cublas) cublas_.emplace(stream_.get());
+  if (tf32_ && gemm_ != GemmImpl::cublas)
+    throw std::invalid_argument("TF32 (--tf32) is cuBLAS's: it needs --gemm cublas");
+  if (gemm_ == GemmImpl::cublas) cublas_.emplace(stream_.get(), tf32_);
 
   const cudaStream_t s = stream_.get();
   train_count_ = data.train.count;
@@ -240,7 +243,8 @@ std::string CudaReplica::description() const {
   else if (graphs_on_)
     graphs = ", CUDA graphs";
   return fmt::format("cuda:{} {} (sm_{}{}, {} SMs), gemm {}{}{}, {:.1f} MiB of device memory", device_,
-                     device_name_, cc_major_, cc_minor_, sm_count_, gemm_impl_name(gemm_), fused, graphs,
+                     device_name_, cc_major_, cc_minor_, sm_count_,
+                     fmt::format("{}{}", gemm_impl_name(gemm_), tf32_ ? " (TF32)" : ""), fused, graphs,
                      static_cast<double>(device_bytes()) / kMiB);
 }
 

@@ -110,6 +110,9 @@ struct CudaStepOptions {
   // With cuda_graphs, where the replica owns its all-reduce: up to this many consecutive steps replayed as
   // one graph (1: a graph a step). Steps wait on the host until that many are queued or something reads.
   int steps_per_graph = 1;
+  // With gemm cublas: cuBLAS's products in TF32 on tensor cores (CublasHandle). Not the plain path's
+  // results: an option whose accuracy is measured, never the default.
+  bool tf32 = false;
 };
 
 class CudaReplica final : public Replica {
@@ -253,6 +256,7 @@ class CudaReplica final : public Replica {
 
   int device_;
   GemmImpl gemm_;
+  bool tf32_ = false;
   bool fused_head_ = false;
   bool fused_step_ = false;
   cuda::LaunchOrder fused_order_ = cuda::LaunchOrder::serial;

@@ -155,6 +155,7 @@ std::vector<std::unique_ptr<Replica>> make_replicas(const TrainOptions& o, const
     step.fused_step = fused_step;
     step.programmatic_launch = o.pdl;
     step.steps_per_graph = o.steps_per_graph;
+    step.tf32 = o.tf32;
     for (int device : placement.replica_devices)
       replicas.push_back(make_cuda_replica(data, device, step));
     return replicas;

@@ -157,16 +157,17 @@ class Event {
   cudaEvent_t event_ = nullptr;
 };
 
-// A cuBLAS handle bound to the current device and to one stream, in plain fp32: CUBLAS_DEFAULT_MATH never
-// uses TF32 tensor cores for cublasSgemm, which is what PyTorch does by default (allow_tf32 = False for
-// matmul).
+// A cuBLAS handle bound to the current device and to one stream, in plain fp32 by default:
+// CUBLAS_DEFAULT_MATH never uses TF32 tensor cores for cublasSgemm, which is what PyTorch does by default
+// (allow_tf32 = False for matmul). tf32: CUBLAS_TF32_TENSOR_OP_MATH, which lets cublasSgemm round its inputs
+// to TF32 (10 bits of mantissa) and multiply them on tensor cores, summing in fp32 (allow_tf32 = True).
 class CublasHandle {
  public:
-  explicit CublasHandle(cudaStream_t stream) {
+  explicit CublasHandle(cudaStream_t stream, bool tf32 = false) {
     CUBLAS_CHECK(cublasCreate(&handle_));
     try {
       CUBLAS_CHECK(cublasSetStream(handle_, stream));
-      CUBLAS_CHECK(cublasSetMathMode(handle_, CUBLAS_DEFAULT_MATH));
+      CUBLAS_CHECK(cublasSetMathMode(handle_, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
       CUBLAS_CHECK(cublasSetPointerMode(handle_, CUBLAS_POINTER_MODE_HOST));
     } catch (...) {
       static_cast<void>(cublasDestroy(handle_));

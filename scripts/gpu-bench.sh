@@ -117,6 +117,13 @@ stage "NCCL all-reduce (mnist-dp-allreduce-bench --quick)" 40 "$OUT/allreduce.tx
   "$BUILD_DIR/mnist-dp-allreduce-bench" --quick --max-bytes 67108864 --json "$OUT/allreduce.json"
 epochs naive 30
 epochs tiled 30
+# cuBLAS, in fp32 and in TF32 (tensor cores; an option whose accuracy gpu-check.sh trains to), launched plain
+# and as graphs: what tensor cores would give the products, last as it decides no default.
+for tf32 in "" --epoch-tf32; do
+  stage "epochs with --gemm cublas ${tf32:-(fp32)}: plain, graphs" 30 "$OUT/epoch-cublas${tf32:+-tf32}.txt" \
+    "$BUILD_DIR/mnist-dp-bench" --epoch --epoch-gemm cublas $tf32 --epoch-variants plain,graphs --rounds 2 \
+    --json "$OUT/epoch-cublas${tf32:+-tf32}.json"
+done
 
 {
   echo

@@ -145,14 +145,15 @@ fi
 bin=$BUILD_DIR/mnist-dp
 if [ "$build_ok" = 1 ] && [ "$has_gpu" = 1 ]; then
   if [ -d "$DATA" ]; then
-    section "training, $EPOCHS epochs, GPU (plain, then the fast path) then CPU (data: $DATA)"
+    section "training, $EPOCHS epochs, GPU (plain, the fast path, TF32) then CPU (data: $DATA)"
     # The fast path (the fused step: three kernels a step, launched programmatically, 64 steps a graph; the
-    # slab GEMM where products remain)
-    # computes the plain path's step to the bit, so its loss lines and accuracy must be the plain run's.
-    for run in cuda cuda-fast cpu; do
+    # slab GEMM where products remain) computes the plain path's step to the bit, so its loss lines and
+    # accuracy must be the plain run's. TF32 (cuBLAS on tensor cores) does not: its accuracy is the figure.
+    for run in cuda cuda-fast cuda-tf32 cpu; do
       case $run in
         cuda) args=(--device cuda) ;;
         cuda-fast) args=(--device cuda --pdl --gemm slab --steps-per-graph 64) ;;
+        cuda-tf32) args=(--device cuda --gemm cublas --tf32) ;;
         cpu) args=(--device cpu) ;;
       esac
       start=$(date +%s.%N)
@@ -171,7 +172,7 @@ if [ "$build_ok" = 1 ] && [ "$has_gpu" = 1 ]; then
     else
       note "train: the fast path's losses or test accuracies DIFFER from the plain path's (see train.log)"
     fi
-    for run in cuda-fast cpu; do
+    for run in cuda-fast cuda-tf32 cpu; do
       cat "$OUT/train-$run.log" >>"$OUT/train-cuda.log" 2>/dev/null && rm -f "$OUT/train-$run.log"
     done
     mv "$OUT/train-cuda.log" "$OUT/train.log" 2>/dev/null

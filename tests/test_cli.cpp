@@ -122,6 +122,14 @@ TEST_CASE("the fast path's options are off by default and their flags turn them 
   CHECK(parse({"train"}).train.steps_per_graph == 1);
   CHECK(parse({"train", "--steps-per-graph", "64"}).train.steps_per_graph == 64);
   CHECK_THROWS_AS(parse({"train", "--steps-per-graph", "0"}), UsageError);
+  CHECK_FALSE(parse({"train"}).train.tf32);
+  CHECK(parse({"train", "--gemm", "cublas", "--tf32"}).train.tf32);
+}
+
+TEST_CASE("--tf32 without --gemm cublas is refused, naming both", "[cli]") {
+  using Catch::Matchers::Contains;
+  CHECK_THROWS_WITH(parse({"train", "--tf32"}), Contains("--tf32") && Contains("--gemm cublas"));
+  CHECK_THROWS_WITH(parse({"train", "--gemm", "slab", "--tf32"}), Contains("--gemm cublas"));
 }
 
 TEST_CASE("the launcher and the timeout of multi-process runs", "[cli]") {

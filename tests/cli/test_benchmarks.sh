@@ -24,4 +24,8 @@ check "the refusal names the variant and the choices" grep -q "'bogus' is not a 
 check "an unknown GEMM is refused" test $? -ne 0
 check "the refusal names the option" grep -q -- "--epoch-gemm" "$work/gemm.txt"
 
+"$bin" --epoch --epoch-tf32 >"$work/tf32.txt" 2>&1
+check "--epoch-tf32 without cuBLAS is refused" test $? -ne 0
+check "the refusal says what it needs" grep -q -- "--epoch-tf32 needs --epoch-gemm cublas" "$work/tf32.txt"
+
 finish_checks

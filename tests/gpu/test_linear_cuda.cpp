@@ -1,6 +1,7 @@
 // The linear layer on the device, with every GEMM version and cuBLAS, against ref::linear_forward and
 // ref::linear_backward, on shapes that are not multiples of any tile (see gpu_test_util.hpp for the error
 // norm).
+#include <fmt/format.h>
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -90,6 +91,57 @@ TEST_CASE("linear forward and backward match the reference with every GEMM", "[g
     const auto dx_after = to_host(d_dx);
     CHECK(std::all_of(dx_after.begin(), dx_after.end(), [](float v) { return std::isnan(v); }));
   }
+}
+
+TEST_CASE("cuBLAS in TF32 stays within TF32's rounding of the reference", "[gpu][linear][tf32]") {
+  // TF32 keeps 10 of fp32's 23 bits of mantissa: each input is off by up to 2^-11 of itself, each product by
+  // about 2^-10, and the sums stay in fp32. With inputs of both signs the normwise error (gpu_test_util.hpp)
+  // then stays near 2^-10, about 1e-3; 5e-3 leaves room for how the sums grow. The error is printed: it is
+  // what the option costs in precision, beside the accuracy that scripts/gpu-check.sh trains to.
+  constexpr double kTf32Tolerance = 5e-3;
+  const int batch = GENERATE(21, 64);
+  const int in = GENERATE(33, 256, 784);
+  const int out = GENERATE(10, 65, 256);
+  CAPTURE(batch, in, out);
+  const LinearShape s{batch, in, out};
+  const auto nb = static_cast<std::size_t>(batch);
+  const auto ni = static_cast<std::size_t>(in);
+  const auto no = static_cast<std::size_t>(out);
+  Rng rng(static_cast<std::uint64_t>(batch) * 7919u + ni * 31u + no);
+  const auto x = random_floats(nb * ni, rng);
+  const auto w = random_floats(no * ni, rng);
+  const auto b = random_floats(no, rng);
+  const auto dy = random_floats(nb * no, rng);
+  std::vector<float> want_y(nb * no), want_dw(no * ni), want_db(no), want_dx(nb * ni);
+  ref::linear_forward(x.data(), w.data(), b.data(), want_y.data(), s, false);
+  ref::linear_backward(dy.data(), x.data(), w.data(), want_dw.data(), want_db.data(), want_dx.data(), s,
+                       false);
+
+  const auto d_x = to_device(x);
+  const auto d_w = to_device(w);
+  const auto d_b = to_device(b);
+  const auto d_dy = to_device(dy);
+  DeviceBuffer<float> d_y(nb * no), d_dw(no * ni), d_db(no), d_dx(nb * ni);
+  Stream stream;
+  CublasHandle tf32(stream.get(), /*tf32=*/true);
+  const cuda::GemmContext ctx{GemmImpl::cublas, stream.get(), tf32.get()};
+  poison(d_y);
+  poison(d_dw);
+  poison(d_db);
+  poison(d_dx);
+  cuda::linear_forward(d_x.data(), d_w.data(), d_b.data(), d_y.data(), s, false, ctx);
+  cuda::linear_backward(d_dy.data(), d_x.data(), d_w.data(), d_dw.data(), d_db.data(), d_dx.data(), s, false,
+                        ctx);
+  const double error_y = max_rel_error(to_host(d_y), want_y);
+  const double error_dw = max_rel_error(to_host(d_dw), want_dw);
+  const double error_dx = max_rel_error(to_host(d_dx), want_dx);
+  WARN(fmt::format("TF32 normwise error at batch {}, {} -> {}: y {:.2e}, dW {:.2e}, dx {:.2e}", batch, in,
+                   out, error_y, error_dw, error_dx));
+  CHECK(error_y <= kTf32Tolerance);
+  CHECK(error_dw <= kTf32Tolerance);
+  CHECK(error_dx <= kTf32Tolerance);
+  // The bias gradient is a column sum, never a product: fp32 as ever.
+  CHECK(max_rel_error(to_host(d_db), want_db) <= kTolerance);
 }
 
 TEST_CASE("the hand-written GEMMs give the same bits", "[gpu][linear]") {
