@@ -12,6 +12,7 @@
 #include "host/replica_workers.hpp"
 #include "host/shard.hpp"
 #include "host/trainer.hpp"
+#include "tests/forwarding_replica.hpp"
 #include "tests/synthetic_data.hpp"
 
 using namespace mnistdp;
@@ -25,29 +26,15 @@ constexpr int kTrainRows = 581;
 // The mistake the invariant guards against: each replica averaging over its own shard (then over the
 // replicas), instead of scaling by the global batch. Equal to the right thing only when every shard has the
 // same size.
-class ShardMeanReplica final : public Replica {
+class ShardMeanReplica final : public testing::ForwardingReplica {
  public:
   ShardMeanReplica(std::unique_ptr<Replica> inner, int replicas)
-      : inner_(std::move(inner)), replicas_(replicas) {}
-  std::string description() const override { return inner_->description(); }
-  void load_parameters(std::span<const float> p) override { inner_->load_parameters(p); }
-  void store_parameters(std::span<float> p) override { inner_->store_parameters(p); }
-  void load_momentum(std::span<const float> m) override { inner_->load_momentum(m); }
-  void store_momentum(std::span<float> m) override { inner_->store_momentum(m); }
-  bool has_momentum() const override { return inner_->has_momentum(); }
-  void set_epoch_order(std::span<const std::int32_t> o) override { inner_->set_epoch_order(o); }
+      : ForwardingReplica(std::move(inner)), replicas_(replicas) {}
   void compute_gradients(int first, int count, int global_batch) override {
-    inner_->compute_gradients(first, count, count > 0 ? count * replicas_ : global_batch);
+    ForwardingReplica::compute_gradients(first, count, count > 0 ? count * replicas_ : global_batch);
   }
-  float* gradient_buffer() override { return inner_->gradient_buffer(); }
-  void sgd_step(const SgdConfig& cfg) override { inner_->sgd_step(cfg); }
-  float loss_sum() override { return inner_->loss_sum(); }
-  EvalResult evaluate() override { return inner_->evaluate(); }
-  void trace_steps(long steps) override { inner_->trace_steps(steps); }
-  std::vector<StepMarks> take_trace() override { return inner_->take_trace(); }
 
  private:
-  std::unique_ptr<Replica> inner_;
   int replicas_;
 };
 

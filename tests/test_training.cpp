@@ -13,6 +13,7 @@
 #include "host/progress.hpp"
 #include "host/trainer.hpp"
 #include "mnist_io/dataset.hpp"
+#include "tests/forwarding_replica.hpp"
 #include "tests/synthetic_data.hpp"
 
 using namespace mnistdp;
@@ -117,45 +118,33 @@ TEST_CASE("5 epochs on Fashion-MNIST reach the reference program's accuracy", "[
 namespace {
 
 // Logs the trainer's calls, naming each order by the epoch whose permutation it is.
-class CallLog final : public Replica {
+class CallLog final : public testing::ForwardingReplica {
  public:
   CallLog(std::unique_ptr<Replica> inner, std::uint64_t seed, int train_count, std::vector<std::string>& log)
-      : inner_(std::move(inner)), log_(log) {
+      : ForwardingReplica(std::move(inner)), log_(log) {
     for (int e = 0; e < 8; ++e) {
       orders_.emplace_back(static_cast<std::size_t>(train_count));
       epoch_order(orders_.back(), seed, e);
     }
   }
-  std::string description() const override { return inner_->description(); }
-  void load_parameters(std::span<const float> p) override { inner_->load_parameters(p); }
-  void store_parameters(std::span<float> p) override { inner_->store_parameters(p); }
-  void load_momentum(std::span<const float> m) override { inner_->load_momentum(m); }
-  void store_momentum(std::span<float> m) override { inner_->store_momentum(m); }
-  bool has_momentum() const override { return inner_->has_momentum(); }
   void set_epoch_order(std::span<const std::int32_t> o) override {
     std::string name = "order ?";
     for (std::size_t e = 0; e < orders_.size(); ++e)
       if (std::equal(o.begin(), o.end(), orders_[e].begin(), orders_[e].end()))
         name = "order " + std::to_string(e);
     log_.push_back(name);
-    inner_->set_epoch_order(o);
+    ForwardingReplica::set_epoch_order(o);
   }
   void compute_gradients(int first, int count, int global_batch) override {
     log_.push_back("step " + std::to_string(first));
-    inner_->compute_gradients(first, count, global_batch);
+    ForwardingReplica::compute_gradients(first, count, global_batch);
   }
-  float* gradient_buffer() override { return inner_->gradient_buffer(); }
-  void sgd_step(const SgdConfig& cfg) override { inner_->sgd_step(cfg); }
-  float loss_sum() override { return inner_->loss_sum(); }
   EvalResult evaluate() override {
     log_.push_back("evaluate");
-    return inner_->evaluate();
+    return ForwardingReplica::evaluate();
   }
-  void trace_steps(long steps) override { inner_->trace_steps(steps); }
-  std::vector<StepMarks> take_trace() override { return inner_->take_trace(); }
 
  private:
-  std::unique_ptr<Replica> inner_;
   std::vector<std::string>& log_;
   std::vector<std::vector<std::int32_t>> orders_;
 };

@@ -21,6 +21,52 @@ constexpr double kTolerance = 1e-5;
 constexpr GemmImpl kImpls[] = {GemmImpl::naive, GemmImpl::tiled, GemmImpl::blocked, GemmImpl::slab,
                                GemmImpl::cublas};
 
+// A linear layer's random operands (x of both signs, so that the ReLU mask cuts about half of dx), the
+// reference's outputs, and the operands on the device.
+struct LinearCase {
+  LinearShape shape;
+  std::vector<float> x, w, b, dy;                       // [batch, in], [out, in], [out], [batch, out]
+  std::vector<float> y, y_relu, dw, db, dx, dx_masked;  // ref::linear_forward and ref::linear_backward
+  DeviceBuffer<float> d_x, d_w, d_b, d_dy;
+
+  LinearCase(int batch, int in, int out, std::uint64_t seed) : shape{batch, in, out} {
+    const auto nb = static_cast<std::size_t>(batch);
+    const auto ni = static_cast<std::size_t>(in);
+    const auto no = static_cast<std::size_t>(out);
+    Rng rng(seed);
+    x = random_floats(nb * ni, rng);
+    w = random_floats(no * ni, rng);
+    b = random_floats(no, rng);
+    dy = random_floats(nb * no, rng);
+    y.resize(nb * no);
+    y_relu.resize(nb * no);
+    dw.resize(no * ni);
+    db.resize(no);
+    dx.resize(nb * ni);
+    dx_masked.resize(nb * ni);
+    ref::linear_forward(x.data(), w.data(), b.data(), y.data(), shape, false);
+    ref::linear_forward(x.data(), w.data(), b.data(), y_relu.data(), shape, true);
+    ref::linear_backward(dy.data(), x.data(), w.data(), dw.data(), db.data(), dx.data(), shape, false);
+    ref::linear_backward(dy.data(), x.data(), w.data(), dw.data(), db.data(), dx_masked.data(), shape, true);
+    d_x = to_device(x);
+    d_w = to_device(w);
+    d_b = to_device(b);
+    d_dy = to_device(dy);
+  }
+
+  // Device buffers for the outputs, uninitialised: y [batch, out], dw [out, in], db [out], dx [batch, in].
+  struct Outputs {
+    DeviceBuffer<float> y, dw, db, dx;
+  };
+  Outputs outputs() const {
+    const auto nb = static_cast<std::size_t>(shape.batch);
+    const auto ni = static_cast<std::size_t>(shape.in);
+    const auto no = static_cast<std::size_t>(shape.out);
+    return {DeviceBuffer<float>(nb * no), DeviceBuffer<float>(no * ni), DeviceBuffer<float>(no),
+            DeviceBuffer<float>(nb * ni)};
+  }
+};
+
 }  // namespace
 
 TEST_CASE("linear forward and backward match the reference with every GEMM", "[gpu][linear]") {
@@ -28,32 +74,11 @@ TEST_CASE("linear forward and backward match the reference with every GEMM", "[g
   const int in = GENERATE(1, 10, 33, 256, 784);
   const int out = GENERATE(1, 10, 33, 256, 784);
   CAPTURE(batch, in, out);
-  const LinearShape s{batch, in, out};
-  const auto nb = static_cast<std::size_t>(batch);
-  const auto ni = static_cast<std::size_t>(in);
-  const auto no = static_cast<std::size_t>(out);
-  Rng rng(static_cast<std::uint64_t>(batch) * 1000003u + ni * 1009u + no);
-
-  // x has negative entries too, so that the ReLU mask (x <= 0) cuts about half of dx.
-  const auto x = random_floats(nb * ni, rng);
-  const auto w = random_floats(no * ni, rng);
-  const auto b = random_floats(no, rng);
-  const auto dy = random_floats(nb * no, rng);
-
-  std::vector<float> want_y(nb * no), want_y_relu(nb * no);
-  ref::linear_forward(x.data(), w.data(), b.data(), want_y.data(), s, false);
-  ref::linear_forward(x.data(), w.data(), b.data(), want_y_relu.data(), s, true);
-  std::vector<float> want_dw(no * ni), want_db(no), want_dx(nb * ni), want_dx_masked(nb * ni);
-  ref::linear_backward(dy.data(), x.data(), w.data(), want_dw.data(), want_db.data(), want_dx.data(), s,
-                       false);
-  ref::linear_backward(dy.data(), x.data(), w.data(), want_dw.data(), want_db.data(), want_dx_masked.data(),
-                       s, true);
-
-  const auto d_x = to_device(x);
-  const auto d_w = to_device(w);
-  const auto d_b = to_device(b);
-  const auto d_dy = to_device(dy);
-  DeviceBuffer<float> d_y(nb * no), d_dw(no * ni), d_db(no), d_dx(nb * ni);
+  const LinearCase c(batch, in, out,
+                     static_cast<std::uint64_t>(batch) * 1000003u + static_cast<std::uint64_t>(in) * 1009u +
+                         static_cast<std::uint64_t>(out));
+  const LinearShape s = c.shape;
+  auto [d_y, d_dw, d_db, d_dx] = c.outputs();
   Stream stream;
   CublasHandle cublas(stream.get());
 
@@ -64,8 +89,8 @@ TEST_CASE("linear forward and backward match the reference with every GEMM", "[g
     for (bool relu : {false, true}) {
       CAPTURE(relu);
       poison(d_y);
-      cuda::linear_forward(d_x.data(), d_w.data(), d_b.data(), d_y.data(), s, relu, ctx);
-      CHECK(max_rel_error(to_host(d_y), relu ? want_y_relu : want_y) <= kTolerance);
+      cuda::linear_forward(c.d_x.data(), c.d_w.data(), c.d_b.data(), d_y.data(), s, relu, ctx);
+      CHECK(max_rel_error(to_host(d_y), relu ? c.y_relu : c.y) <= kTolerance);
     }
 
     for (bool mask : {false, true}) {
@@ -73,21 +98,21 @@ TEST_CASE("linear forward and backward match the reference with every GEMM", "[g
       poison(d_dw);
       poison(d_db);
       poison(d_dx);
-      cuda::linear_backward(d_dy.data(), d_x.data(), d_w.data(), d_dw.data(), d_db.data(), d_dx.data(), s,
-                            mask, ctx);
-      CHECK(max_rel_error(to_host(d_dw), want_dw) <= kTolerance);
-      CHECK(max_rel_error(to_host(d_db), want_db) <= kTolerance);
-      CHECK(max_rel_error(to_host(d_dx), mask ? want_dx_masked : want_dx) <= kTolerance);
+      cuda::linear_backward(c.d_dy.data(), c.d_x.data(), c.d_w.data(), d_dw.data(), d_db.data(), d_dx.data(),
+                            s, mask, ctx);
+      CHECK(max_rel_error(to_host(d_dw), c.dw) <= kTolerance);
+      CHECK(max_rel_error(to_host(d_db), c.db) <= kTolerance);
+      CHECK(max_rel_error(to_host(d_dx), mask ? c.dx_masked : c.dx) <= kTolerance);
     }
 
     // fc1's backward: no dx, which must then be left untouched.
     poison(d_dw);
     poison(d_db);
     poison(d_dx);
-    cuda::linear_backward(d_dy.data(), d_x.data(), d_w.data(), d_dw.data(), d_db.data(), nullptr, s, false,
-                          ctx);
-    CHECK(max_rel_error(to_host(d_dw), want_dw) <= kTolerance);
-    CHECK(max_rel_error(to_host(d_db), want_db) <= kTolerance);
+    cuda::linear_backward(c.d_dy.data(), c.d_x.data(), c.d_w.data(), d_dw.data(), d_db.data(), nullptr, s,
+                          false, ctx);
+    CHECK(max_rel_error(to_host(d_dw), c.dw) <= kTolerance);
+    CHECK(max_rel_error(to_host(d_db), c.db) <= kTolerance);
     const auto dx_after = to_host(d_dx);
     CHECK(std::all_of(dx_after.begin(), dx_after.end(), [](float v) { return std::isnan(v); }));
   }
@@ -103,25 +128,11 @@ TEST_CASE("cuBLAS in TF32 stays within TF32's rounding of the reference", "[gpu]
   const int in = GENERATE(33, 256, 784);
   const int out = GENERATE(10, 65, 256);
   CAPTURE(batch, in, out);
-  const LinearShape s{batch, in, out};
-  const auto nb = static_cast<std::size_t>(batch);
-  const auto ni = static_cast<std::size_t>(in);
-  const auto no = static_cast<std::size_t>(out);
-  Rng rng(static_cast<std::uint64_t>(batch) * 7919u + ni * 31u + no);
-  const auto x = random_floats(nb * ni, rng);
-  const auto w = random_floats(no * ni, rng);
-  const auto b = random_floats(no, rng);
-  const auto dy = random_floats(nb * no, rng);
-  std::vector<float> want_y(nb * no), want_dw(no * ni), want_db(no), want_dx(nb * ni);
-  ref::linear_forward(x.data(), w.data(), b.data(), want_y.data(), s, false);
-  ref::linear_backward(dy.data(), x.data(), w.data(), want_dw.data(), want_db.data(), want_dx.data(), s,
-                       false);
-
-  const auto d_x = to_device(x);
-  const auto d_w = to_device(w);
-  const auto d_b = to_device(b);
-  const auto d_dy = to_device(dy);
-  DeviceBuffer<float> d_y(nb * no), d_dw(no * ni), d_db(no), d_dx(nb * ni);
+  const LinearCase c(batch, in, out,
+                     static_cast<std::uint64_t>(batch) * 7919u + static_cast<std::uint64_t>(in) * 31u +
+                         static_cast<std::uint64_t>(out));
+  const LinearShape s = c.shape;
+  auto [d_y, d_dw, d_db, d_dx] = c.outputs();
   Stream stream;
   CublasHandle tf32(stream.get(), /*tf32=*/true);
   const cuda::GemmContext ctx{GemmImpl::cublas, stream.get(), tf32.get()};
@@ -129,19 +140,19 @@ TEST_CASE("cuBLAS in TF32 stays within TF32's rounding of the reference", "[gpu]
   poison(d_dw);
   poison(d_db);
   poison(d_dx);
-  cuda::linear_forward(d_x.data(), d_w.data(), d_b.data(), d_y.data(), s, false, ctx);
-  cuda::linear_backward(d_dy.data(), d_x.data(), d_w.data(), d_dw.data(), d_db.data(), d_dx.data(), s, false,
-                        ctx);
-  const double error_y = max_rel_error(to_host(d_y), want_y);
-  const double error_dw = max_rel_error(to_host(d_dw), want_dw);
-  const double error_dx = max_rel_error(to_host(d_dx), want_dx);
+  cuda::linear_forward(c.d_x.data(), c.d_w.data(), c.d_b.data(), d_y.data(), s, false, ctx);
+  cuda::linear_backward(c.d_dy.data(), c.d_x.data(), c.d_w.data(), d_dw.data(), d_db.data(), d_dx.data(), s,
+                        false, ctx);
+  const double error_y = max_rel_error(to_host(d_y), c.y);
+  const double error_dw = max_rel_error(to_host(d_dw), c.dw);
+  const double error_dx = max_rel_error(to_host(d_dx), c.dx);
   WARN(fmt::format("TF32 normwise error at batch {}, {} -> {}: y {:.2e}, dW {:.2e}, dx {:.2e}", batch, in,
                    out, error_y, error_dw, error_dx));
   CHECK(error_y <= kTf32Tolerance);
   CHECK(error_dw <= kTf32Tolerance);
   CHECK(error_dx <= kTf32Tolerance);
   // The bias gradient is a column sum, never a product: fp32 as ever.
-  CHECK(max_rel_error(to_host(d_db), want_db) <= kTolerance);
+  CHECK(max_rel_error(to_host(d_db), c.db) <= kTolerance);
 }
 
 TEST_CASE("the hand-written GEMMs give the same bits", "[gpu][linear]") {
