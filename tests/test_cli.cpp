@@ -126,7 +126,7 @@ TEST_CASE("the fast path's options are off by default and their flags turn them 
   CHECK(parse({"train", "--gemm", "cublas", "--tf32"}).train.tf32);
 }
 
-TEST_CASE("--tf32 without --gemm cublas is refused, naming both", "[cli]") {
+TEST_CASE("TF32 without cuBLAS is refused, naming both options", "[cli]") {
   using Catch::Matchers::Contains;
   CHECK_THROWS_WITH(parse({"train", "--tf32"}), Contains("--tf32") && Contains("--gemm cublas"));
   CHECK_THROWS_WITH(parse({"train", "--gemm", "slab", "--tf32"}), Contains("--gemm cublas"));
