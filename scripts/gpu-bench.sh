@@ -45,14 +45,14 @@ device=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev
 note "device: ${device:-none}; commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (+ uncommitted changes)'); $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 
 # stage NAME LIMIT LOG COMMAND...: runs COMMAND with at most LIMIT seconds, and never past the budget; notes
-# the exit code (77: the program found no usable GPU).
+# the exit code (77: the program found no usable GPU) and returns it (124: stopped at the limit; 125: skipped).
 stage() {
   local name=$1 limit=$2 log=$3
   shift 3
   local left=$((BUDGET - SECONDS))
   if [ "$left" -lt 20 ]; then
     note "$name: skipped, ${SECONDS}s spent of the ${BUDGET}s budget"
-    return
+    return 125
   fi
   [ "$limit" -gt "$left" ] && limit=$left
   section "$name (at most ${limit}s)"
@@ -66,6 +66,7 @@ stage() {
     124) note "$name: stopped at its ${limit}s limit; partial output in $log" ;;
     *) note "$name: exit $rc after $((SECONDS - start))s; see $log" ;;
   esac
+  return "$rc"
 }
 
 # The stages in order of what they decide, so that a budget cut drops the least: whole epochs with the two
@@ -73,13 +74,15 @@ stage() {
 # the step's kernels; the all-reduce; whole epochs with the other GEMMs. All four hand-written GEMMs give the
 # same bits, so the fastest can be the fast path's (docs/performance.md, "Blocks").
 # The variants share one process, so a fault in one (a kernel's first run on a GPU) would lose them all: when the
-# run ends without its JSON, the plain path and the fast paths are timed again one by one, each with a fifth of
-# the stage's time.
+# run fails without its JSON (not when it was stopped or skipped for time), the plain path and the fast paths are
+# timed again one by one, each with a fifth of the stage's time.
 epochs() {  # GEMM LIMIT
   stage "epochs with --gemm $1: plain, graphs, fused head, both, fused step, with pdl, 64 steps a graph" "$2" \
     "$OUT/epoch-$1.txt" "$BUILD_DIR/mnist-dp-bench" --epoch --epoch-gemm "$1" --rounds 2 \
     --json "$OUT/epoch-$1.json"
-  if [ ! -f "$OUT/epoch-$1.json" ] && [ "$DRY_RUN" != 1 ]; then
+  local rc=$?
+  if [ ! -f "$OUT/epoch-$1.json" ] && [ "$rc" != 124 ] && [ "$rc" != 125 ] && [ "$rc" != 77 ] &&
+    [ "$DRY_RUN" != 1 ]; then
     for variant in plain graphs fused-step fused-step+pdl fused-step+pdl+64; do
       stage "epochs with --gemm $1, $variant alone" $(($2 / 5)) "$OUT/epoch-$1-$variant.txt" \
         "$BUILD_DIR/mnist-dp-bench" --epoch --epoch-gemm "$1" --epoch-variants "$variant" --rounds 1 \
@@ -87,8 +90,8 @@ epochs() {  # GEMM LIMIT
     done
   fi
 }
-epochs blocked 45
-epochs slab 45
+epochs blocked 60
+epochs slab 60
 if [ -d "$DATA" ]; then
   stage "mnist-dp against PyTorch on the GPU (bench/compare.sh)" 180 "$OUT/compare.txt" \
     bench/compare.sh --device cuda --epochs "$EPOCHS" --binary "$BUILD_DIR/mnist-dp" --data "$DATA" \
