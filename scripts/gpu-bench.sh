@@ -128,10 +128,18 @@ for tf32 in "" --epoch-tf32; do
     --json "$OUT/epoch-cublas${tf32:+-tf32}.json"
 done
 
+# The targets, decided from what was measured above (a figure that is missing is "not measured").
+"${PYTHON_REPORT:-python3}" bench/targets_report.py "$OUT" --out "$OUT/targets.md" >/dev/null 2>&1 ||
+  note "targets: bench/targets_report.py failed"
+
 {
   echo
   echo "=== gpu-bench summary (${SECONDS}s) ==="
   cat "$summary"
+  if [ -f "$OUT/targets.md" ]; then
+    echo
+    sed -n '/^## Targets/,$p' "$OUT/targets.md"
+  fi
   if [ -f "$OUT/compare/compare.md" ]; then
     echo
     cat "$OUT/compare/compare.md"

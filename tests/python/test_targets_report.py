@@ -1,0 +1,97 @@
+#!/usr/bin/python3
+"""bench/targets_report.py on made-up gpu-bench folders: each verdict follows from the figures, and a missing
+figure is "not measured", never met.
+
+    test_targets_report.py --script bench/targets_report.py
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+
+def variant(name, us):
+    return {"variant": name, "steps_per_epoch": 938, "step_us": {"median_us": us, "p10_us": us, "p90_us": us},
+            "epoch_ms": {"median_ms": us * 938 / 1e3, "p10_ms": 0, "p90_ms": 0}}
+
+
+def epoch_run(us_by_variant, same=True, tf32=False):
+    return {"gemm": "cublas" if tf32 else "slab", "tf32": tf32, "device": {"name": "test GPU"}, "rounds": 2,
+            "repeats": 10, "same_parameters": same,
+            "variants": [variant(n, us) for n, us in us_by_variant.items()]}
+
+
+def row(name, ms, accuracy=0.84, status="ok"):
+    return {"name": name, "status": status, "seconds_per_epoch": ms / 1e3, "final_test_accuracy": accuracy}
+
+
+def run(script, files):
+    with tempfile.TemporaryDirectory() as folder:
+        for path, content in files.items():
+            os.makedirs(os.path.dirname(os.path.join(folder, path)) or folder, exist_ok=True)
+            with open(os.path.join(folder, path), "w") as f:
+                json.dump(content, f)
+        out = subprocess.run([sys.executable, script, folder], capture_output=True, text=True, check=True)
+        return out.stdout
+
+
+def target_line(text, start):
+    lines = [l for l in text.splitlines() if l.startswith("| " + start)]
+    assert len(lines) == 1, (start, text)
+    return lines[0]
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--script", required=True)
+    script = parser.parse_args().script
+    failures = []
+
+    def expect(what, text, start, verdict):
+        line = target_line(text, start)
+        if not line.rstrip().endswith(f"| {verdict} |"):
+            failures.append(f"{what}: expected '{verdict}' in: {line}")
+
+    # Everything met: 8 us a step; 9 ms an epoch against eager's 100 and graphs' 30.
+    met = run(script, {
+        "epoch-slab.json": epoch_run({"plain": 30.0, "fused-step+pdl": 8.0}),
+        "epoch-cublas-tf32.json": epoch_run({"plain": 5.0}, tf32=True),  # faster, but not the plain bits
+        "compare/compare.json": {"rows": [row("mnistdp-cuda-blocked", 30), row("mnistdp-cuda-slab-fused-pdl", 9),
+                                          row("pytorch-tensor", 100), row("pytorch-graphs", 30),
+                                          row("pytorch-compile", 40)]}})
+    expect("all met", met, "at most 10 us", "met")
+    expect("all met", met, "at least 10x", "met")
+    expect("all met", met, "at least 3x", "met")
+    expect("all met", met, "the plain path's final accuracy", "met")
+    expect("all met", met, "the plain path's parameters", "met")
+    if "8.00 us/step, fused-step+pdl" not in met:
+        failures.append("the fastest variant with the plain bits is named, TF32 left out:\n" + met)
+
+    # Each missed: 12 us a step; 12 ms against 100 (8.3x) and 30 (2.5x); another accuracy; a differing run.
+    missed = run(script, {
+        "epoch-slab.json": epoch_run({"plain": 30.0, "fused-step+pdl": 12.0}, same=False),
+        "compare/compare.json": {"rows": [row("mnistdp-cuda-blocked", 30, 0.84),
+                                          row("mnistdp-cuda-slab-fused-pdl", 12, 0.83),
+                                          row("pytorch-tensor", 100), row("pytorch-graphs", 30)]}})
+    expect("missed", missed, "at most 10 us", "NOT met")
+    expect("missed", missed, "at least 10x", "NOT met")
+    expect("missed", missed, "at least 3x", "NOT met")
+    expect("missed", missed, "the plain path's final accuracy", "NOT met")
+    expect("missed", missed, "the plain path's parameters", "NOT met")
+
+    # Nothing measured: an empty folder, and peers that failed.
+    empty = run(script, {"compare/compare.json": {"rows": [row("pytorch-graphs", 30, status="failed")]}})
+    for start in ("at most 10 us", "at least 10x", "at least 3x", "the plain path's final accuracy",
+                  "the plain path's parameters"):
+        expect("nothing measured", empty, start, "not measured")
+
+    for f in failures:
+        print("FAILED:", f)
+    print(f"{'ok' if not failures else 'FAILED'}: {len(failures)} failure(s)")
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
