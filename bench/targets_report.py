@@ -54,6 +54,15 @@ def verdict(measured, met):
     return "met" if met else "NOT met"
 
 
+def speedup_line(target, times, peer, ours, missing):
+    """A table row: the peer's epoch time over ours, against `times`."""
+    if not (peer and ours):
+        return f"| {target} | {missing} | not measured |"
+    ratio = peer["seconds_per_epoch"] / ours["seconds_per_epoch"]
+    return (f"| {target} | {peer['name']} {peer['seconds_per_epoch'] * 1e3:.2f} ms over {ours['name']} "
+            f"{ours['seconds_per_epoch'] * 1e3:.2f} ms: {ratio:.2f}x | {verdict(True, ratio >= times)} |")
+
+
 def report(folder):
     lines = []
     runs = epoch_runs(folder)
@@ -103,22 +112,10 @@ def report(folder):
                      f"{fastest[2]} in `{fastest[1]}` | {verdict(True, fastest[0] <= STEP_TARGET_US)} |")
     else:
         lines.append(f"| at most {STEP_TARGET_US:g} us a step over an epoch | none | not measured |")
-    if best and eager:
-        ratio = eager["seconds_per_epoch"] / best["seconds_per_epoch"]
-        lines.append(f"| at least {EAGER_TARGET:g}x PyTorch eager (data on the GPU) | "
-                     f"{eager['seconds_per_epoch'] * 1e3:.2f} ms over {best['seconds_per_epoch'] * 1e3:.2f} ms "
-                     f"({best['name']}): {ratio:.2f}x | {verdict(True, ratio >= EAGER_TARGET)} |")
-    else:
-        lines.append(f"| at least {EAGER_TARGET:g}x PyTorch eager (data on the GPU) | none | not measured |")
-    if best and fastest_peer:
-        ratio = fastest_peer["seconds_per_epoch"] / best["seconds_per_epoch"]
-        lines.append(f"| at least {FASTEST_TARGET:g}x the fastest other PyTorch variant | "
-                     f"{fastest_peer['name']} {fastest_peer['seconds_per_epoch'] * 1e3:.2f} ms over "
-                     f"{best['seconds_per_epoch'] * 1e3:.2f} ms: {ratio:.2f}x | "
-                     f"{verdict(True, ratio >= FASTEST_TARGET)} |")
-    else:
-        lines.append(f"| at least {FASTEST_TARGET:g}x the fastest other PyTorch variant | none (pytorch-graphs "
-                     f"and pytorch-compile did not run) | not measured |")
+    lines.append(speedup_line(f"at least {EAGER_TARGET:g}x PyTorch eager (data on the GPU)", EAGER_TARGET, eager,
+                              best, "none"))
+    lines.append(speedup_line(f"at least {FASTEST_TARGET:g}x the fastest other PyTorch variant", FASTEST_TARGET,
+                              fastest_peer, best, "none (pytorch-graphs and pytorch-compile did not run)"))
     if best and plain:
         same = best["final_test_accuracy"] == plain["final_test_accuracy"]
         lines.append(f"| the plain path's final accuracy | {best['name']} {best['final_test_accuracy']:.4f}, "
