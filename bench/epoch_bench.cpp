@@ -57,24 +57,21 @@ class EpochTimes final : public TrainListener {
 
 struct Variant {
   const char* name;
-  bool graphs;
-  bool fused_head;
-  bool fused_step;
-  bool programmatic;  // the fused step with programmatic dependent launch
-  int steps_per_graph;
-  std::vector<double> us_per_step;  // one per timed epoch, every round
-  std::vector<double> epoch_ms;
+  CudaStepOptions step;               // the GEMM and TF32 are the run's, set in run_round
+  std::vector<double> us_per_step{};  // one per timed epoch, every round
+  std::vector<double> epoch_ms{};
   int steps = 0;
-  CudaReplica::GraphCounts counts;  // of the last round
-  std::vector<float> params;        // after the last round
+  CudaReplica::GraphCounts counts{};  // of the last round
+  std::vector<float> params{};        // after the last round
 };
 
 // One round of one variant: a fresh replica and communicator, 1 + repeats epochs from the same start.
 void run_round(Variant& v, const DataSplits& data, const EpochBenchOptions& o, GemmImpl gemm) {
   std::vector<std::unique_ptr<Replica>> replicas;
-  replicas.push_back(make_cuda_replica(
-      data, o.device,
-      {gemm, v.graphs, v.fused_head, v.fused_step, v.programmatic, v.steps_per_graph, o.tf32}));
+  CudaStepOptions step = v.step;
+  step.gemm = gemm;
+  step.tf32 = o.tf32;
+  replicas.push_back(make_cuda_replica(data, o.device, step));
   std::vector<float> init(L::kCount);
   init_parameters(init, 0);
   replicas[0]->load_parameters(init);
@@ -134,18 +131,29 @@ int run_epoch_bench(const EpochBenchOptions& o) {
       o.tf32 ? o.gemm + " (TF32)" : o.gemm, o.train_rows, load_average(), o.repeats, kWarmUpEpochs,
       kCoolDownEpochs, o.rounds);
 
-  const std::vector<Variant> all = {{kEpochVariants[0], false, false, false, false, 1, {}, {}, 0, {}, {}},
-                                    {kEpochVariants[1], true, false, false, false, 1, {}, {}, 0, {}, {}},
-                                    {kEpochVariants[2], false, true, false, false, 1, {}, {}, 0, {}, {}},
-                                    {kEpochVariants[3], true, true, false, false, 1, {}, {}, 0, {}, {}},
-                                    {kEpochVariants[4], true, true, true, false, 1, {}, {}, 0, {}, {}},
-                                    {kEpochVariants[5], true, true, true, true, 1, {}, {}, 0, {}, {}},
-                                    {kEpochVariants[6], true, true, true, true, 64, {}, {}, 0, {}, {}}};
+  // Each variant's step options, in kEpochVariants' order: graphs, fused head, fused step, programmatic
+  // launch, steps a graph.
+  auto options = [](bool graphs, bool head, bool fused, bool programmatic, int per_graph) {
+    CudaStepOptions step;
+    step.cuda_graphs = graphs;
+    step.fused_head = head;
+    step.fused_step = fused;
+    step.programmatic_launch = programmatic;
+    step.steps_per_graph = per_graph;
+    return step;
+  };
+  const std::vector<Variant> all = {{kEpochVariants[0], options(false, false, false, false, 1)},
+                                    {kEpochVariants[1], options(true, false, false, false, 1)},
+                                    {kEpochVariants[2], options(false, true, false, false, 1)},
+                                    {kEpochVariants[3], options(true, true, false, false, 1)},
+                                    {kEpochVariants[4], options(true, true, true, false, 1)},
+                                    {kEpochVariants[5], options(true, true, true, true, 1)},
+                                    {kEpochVariants[6], options(true, true, true, true, 64)}};
   std::vector<Variant> variants;
   for (const Variant& v : all) {
     if (!o.variants.empty() && std::find(o.variants.begin(), o.variants.end(), v.name) == o.variants.end())
       continue;
-    if (v.programmatic && !supports_programmatic_launch(o.device)) {
+    if (v.step.programmatic_launch && !supports_programmatic_launch(o.device)) {
       fmt::print("{}: skipped, the device is older than compute capability 9.0\n", v.name);
       continue;
     }
@@ -172,11 +180,11 @@ int run_epoch_bench(const EpochBenchOptions& o) {
                v.steps, ms.median, us.median, us.p10, us.p90, plain.median / us.median, v.counts.captured,
                v.counts.replayed, v.counts.plain, v.counts.multi_step);
     rows.push_back({{"variant", v.name},
-                    {"cuda_graphs", v.graphs},
-                    {"fused_head", v.fused_head},
-                    {"fused_step", v.fused_step},
-                    {"programmatic_launch", v.programmatic},
-                    {"steps_per_graph", v.steps_per_graph},
+                    {"cuda_graphs", v.step.cuda_graphs},
+                    {"fused_head", v.step.fused_head},
+                    {"fused_step", v.step.fused_step},
+                    {"programmatic_launch", v.step.programmatic_launch},
+                    {"steps_per_graph", v.step.steps_per_graph},
                     {"multi_step_launches", v.counts.multi_step},
                     {"steps_per_epoch", v.steps},
                     {"epoch_ms", {{"median_ms", ms.median}, {"p10_ms", ms.p10}, {"p90_ms", ms.p90}}},

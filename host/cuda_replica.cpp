@@ -391,8 +391,10 @@ void CudaReplica::compute_gradients(int first, int count, int global_batch) {
         fmt::format("compute_gradients: global batch {} for a shard of {} rows", global_batch, count));
   }
   activate();
-  // Queued steps stay queued only while whole steps keep coming.
-  if (!(graphs_on_ && !tracing() && owns_all_reduce() && count > 0)) launch_queued();
+  // The whole step, as one graph, once sgd_step knows its settings; queued steps stay queued only while
+  // whole steps keep coming.
+  const bool whole_step = graphs_on_ && !tracing() && owns_all_reduce() && count > 0;
+  if (!whole_step) launch_queued();
   flush_pending();  // a step recorded and never stepped: its gradients first, in order
   const cudaStream_t s = stream_.get();
   if (count == 0) {  // a replica with no rows contributes zeros, loss slot included
@@ -410,7 +412,7 @@ void CudaReplica::compute_gradients(int first, int count, int global_batch) {
     all_reduce_owed_ = owns_all_reduce();
     return;
   }
-  if (owns_all_reduce()) {  // the whole step, as one graph, once sgd_step knows its settings
+  if (whole_step) {
     // A step flushed above without its SGD step owes no all-reduce any more: this one overwrites its
     // gradients.
     all_reduce_owed_ = false;

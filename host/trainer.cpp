@@ -129,7 +129,6 @@ std::vector<EpochReport> Trainer::run(TrainListener& listener) {
     for (auto& replica : replicas_)
       replica->set_epoch_order(order);
   };
-  bool order_given = false;  // the epoch's order was given during the epoch before
   auto step_budget_spent = [&] { return config_.max_steps > 0 && total_steps >= config_.max_steps; };
   // max_steps reached at an epoch's end is the run's end: no empty epoch follows. The run's first epoch
   // always begins, so that a resumed run with no step left still reports (and saves, and evaluates) where it
@@ -138,8 +137,8 @@ std::vector<EpochReport> Trainer::run(TrainListener& listener) {
   for (int epoch = first_epoch; epoch < config_.epochs && (epoch == first_epoch || !step_budget_spent());
        ++epoch) {
     const auto start = Clock::now();
-    if (!order_given) give_order(epoch);
-    order_given = false;
+    // Every later epoch's order was given during the epoch before (below).
+    if (epoch == first_epoch) give_order(epoch);
 
     EpochReport report{epoch, 0, 0, 0.0, {}, true, 0};
     for (int i = static_cast<int>(total_steps - static_cast<long>(epoch) * steps); i < steps; ++i) {
@@ -167,10 +166,7 @@ std::vector<EpochReport> Trainer::run(TrainListener& listener) {
     // upload is queued behind them, so neither the shuffle nor the copy waits, or makes the device wait, at
     // the epoch boundary.
     const bool next_epoch_starts = report.complete && epoch + 1 < config_.epochs && !step_budget_spent();
-    if (next_epoch_starts) {
-      give_order(epoch + 1);
-      order_given = true;
-    }
+    if (next_epoch_starts) give_order(epoch + 1);
     // loss_sum() waits for the replica's device: the epoch ends when every replica has finished its last
     // step, and evaluation, which waits too, stays out of the epoch time.
     communicator_->await_completion();
