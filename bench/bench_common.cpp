@@ -9,6 +9,7 @@
 #include "kernels/cuda_check.hpp"
 #include "kernels/cuda_graph.hpp"
 #include "kernels/cuda_memory.hpp"
+#include "kernels/persistent_step_cuda.hpp"
 
 namespace mnistdp::bench {
 
@@ -124,6 +125,11 @@ bool supports_programmatic_launch(int device) {
   int major = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   return major >= 9;
+}
+
+bool supports_persistent_step(int device) {
+  CUDA_CHECK(cudaSetDevice(device));
+  return cuda::persistent_step_max_blocks_per_sm() >= 1;
 }
 
 nlohmann::json device_json(int device) {

@@ -14,7 +14,8 @@
 #        run per --gemm with mnist-dp's --cuda-graphs (each step replayed as a CUDA graph), named ...-graphs, and
 #        one with --fused-step as well (each step three kernels in one graph), named ...-fused-step, and one with
 #        --pdl (the fused step with programmatic dependent launch), named ...-fused-pdl, and with 64 steps a
-#        graph as well (--steps-per-graph 64), named ...-fused-pdl-64.
+#        graph as well (--steps-per-graph 64), named ...-fused-pdl-64, and one with the persistent kernel, 64
+#        steps a launch (--persistent --steps-per-graph 64), named ...-persistent-64.
 # --mnistdp-args adds arguments to every mnist-dp run (e.g. "--devices 0" to train on one GPU of several, as the
 # peers do). --coretype sets OPENBLAS_CORETYPE for every program (they share Debian's OpenBLAS); without it the
 # machine's setting stands, and the table names the kernels OpenBLAS picked. The headline time is the median epoch
@@ -142,6 +143,7 @@ for ((round = 1; round <= rounds; round++)); do
         run_mnistdp "mnistdp-cuda-$g-fused-step" --device cuda --gemm "$g" --fused-step
         run_mnistdp "mnistdp-cuda-$g-fused-pdl" --device cuda --gemm "$g" --pdl
         run_mnistdp "mnistdp-cuda-$g-fused-pdl-64" --device cuda --gemm "$g" --pdl --steps-per-graph 64
+        run_mnistdp "mnistdp-cuda-$g-persistent-64" --device cuda --gemm "$g" --persistent --steps-per-graph 64
       fi
     done
   fi

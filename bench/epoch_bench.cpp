@@ -62,6 +62,7 @@ struct Variant {
   std::vector<double> epoch_ms{};
   int steps = 0;
   CudaReplica::GraphCounts counts{};  // of the last round
+  long persistent_launches = 0;       // of the last round
   std::vector<float> params{};        // after the last round
 };
 
@@ -96,6 +97,7 @@ void run_round(Variant& v, const DataSplits& data, const EpochBenchOptions& o, G
   }
   auto& cuda = dynamic_cast<CudaReplica&>(*trainer.replicas()[0]);
   v.counts = cuda.graph_counts();
+  v.persistent_launches = cuda.persistent_launches();
   v.params.assign(L::kCount, 0.0f);
   cuda.store_parameters(v.params);
 }
@@ -132,14 +134,16 @@ int run_epoch_bench(const EpochBenchOptions& o) {
       kCoolDownEpochs, o.rounds);
 
   // Each variant's step options, in kEpochVariants' order: graphs, fused head, fused step, programmatic
-  // launch, steps a graph.
-  auto options = [](bool graphs, bool head, bool fused, bool programmatic, int per_graph) {
+  // launch, steps a graph (or a persistent launch), persistent kernel.
+  auto options = [](bool graphs, bool head, bool fused, bool programmatic, int per_graph,
+                    bool persistent = false) {
     CudaStepOptions step;
     step.cuda_graphs = graphs;
     step.fused_head = head;
     step.fused_step = fused;
     step.programmatic_launch = programmatic;
     step.steps_per_graph = per_graph;
+    step.persistent = persistent;
     return step;
   };
   const std::vector<Variant> all = {{kEpochVariants[0], options(false, false, false, false, 1)},
@@ -148,13 +152,19 @@ int run_epoch_bench(const EpochBenchOptions& o) {
                                     {kEpochVariants[3], options(true, true, false, false, 1)},
                                     {kEpochVariants[4], options(true, true, true, false, 1)},
                                     {kEpochVariants[5], options(true, true, true, true, 1)},
-                                    {kEpochVariants[6], options(true, true, true, true, 64)}};
+                                    {kEpochVariants[6], options(true, true, true, true, 64)},
+                                    {kEpochVariants[7], options(true, true, true, false, 1, true)},
+                                    {kEpochVariants[8], options(true, true, true, false, 64, true)}};
   std::vector<Variant> variants;
   for (const Variant& v : all) {
     if (!o.variants.empty() && std::find(o.variants.begin(), o.variants.end(), v.name) == o.variants.end())
       continue;
     if (v.step.programmatic_launch && !supports_programmatic_launch(o.device)) {
       fmt::print("{}: skipped, the device is older than compute capability 9.0\n", v.name);
+      continue;
+    }
+    if (v.step.persistent && !supports_persistent_step(o.device)) {
+      fmt::print("{}: skipped, the device takes no cooperative launch here\n", v.name);
       continue;
     }
     variants.push_back(v);
@@ -171,20 +181,23 @@ int run_epoch_bench(const EpochBenchOptions& o) {
   // "x plain": against the first variant timed (plain, unless --epoch-variants leaves it out).
   const Stats plain = summarize(variants[0].us_per_step, variants[0].steps);
   fmt::print("{:<18} {:>6} {:>12} {:>10} {:>10} {:>10} {:>9}  {}\n", "variant", "steps", "ms/epoch",
-             "us/step", "p10", "p90", "x plain", "graph launches captured/replayed/plain (of several steps)");
+             "us/step", "p10", "p90", "x plain",
+             "graph launches captured/replayed/plain (of several steps); persistent launches");
   nlohmann::json rows = nlohmann::json::array();
   for (const Variant& v : variants) {
     const Stats us = summarize(v.us_per_step, v.steps);
     const Stats ms = summarize(v.epoch_ms, v.steps);
-    fmt::print("{:<18} {:>6} {:>12.3f} {:>10.2f} {:>10.2f} {:>10.2f} {:>9.2f}  {}/{}/{} ({})\n", v.name,
+    fmt::print("{:<18} {:>6} {:>12.3f} {:>10.2f} {:>10.2f} {:>10.2f} {:>9.2f}  {}/{}/{} ({}); {}\n", v.name,
                v.steps, ms.median, us.median, us.p10, us.p90, plain.median / us.median, v.counts.captured,
-               v.counts.replayed, v.counts.plain, v.counts.multi_step);
+               v.counts.replayed, v.counts.plain, v.counts.multi_step, v.persistent_launches);
     rows.push_back({{"variant", v.name},
                     {"cuda_graphs", v.step.cuda_graphs},
                     {"fused_head", v.step.fused_head},
                     {"fused_step", v.step.fused_step},
                     {"programmatic_launch", v.step.programmatic_launch},
                     {"steps_per_graph", v.step.steps_per_graph},
+                    {"persistent", v.step.persistent},
+                    {"persistent_launches", v.persistent_launches},
                     {"multi_step_launches", v.counts.multi_step},
                     {"steps_per_epoch", v.steps},
                     {"epoch_ms", {{"median_ms", ms.median}, {"p10_ms", ms.p10}, {"p90_ms", ms.p90}}},

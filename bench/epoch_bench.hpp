@@ -1,10 +1,11 @@
 #pragma once
-// mnist-dp-bench --epoch: whole training epochs of one replica on one GPU, side by side in seven variants:
+// mnist-dp-bench --epoch: whole training epochs of one replica on one GPU, side by side in nine variants:
 // launched the plain way, replayed as CUDA graphs (CudaStepOptions::cuda_graphs), with the fused classifier
 // head (CudaStepOptions::fused_head), with both, as the fused step (CudaStepOptions::fused_step: three
 // kernels a step, in a graph), as the fused step with programmatic dependent launch
-// (CudaStepOptions::programmatic_launch; compute capability 9.0+), and that with 64 steps a graph
-// (CudaStepOptions::steps_per_graph). What an epoch is timed as is what the
+// (CudaStepOptions::programmatic_launch; compute capability 9.0+), that with 64 steps a graph
+// (CudaStepOptions::steps_per_graph), and the persistent kernel (CudaStepOptions::persistent) with one step
+// and with 64 steps a launch. What an epoch is timed as is what the
 // trainer reports for it: from the start of its first step to the end of its last step on the device, with
 // every step's gather, the all-reduce (NCCL, world size 1), and the host's shuffle and upload of the next
 // epoch's order inside; the host never waits for the device within an epoch (no loss lines, no
@@ -16,8 +17,10 @@ namespace mnistdp::bench {
 
 // The variants' names, in the order they run.
 // "fused-step+pdl+64": the same, replaying 64 steps a graph (CudaStepOptions::steps_per_graph).
+// "persistent", "persistent+64": the persistent kernel, one block an SM, running 1 and 64 steps a launch.
 inline constexpr const char* kEpochVariants[] = {
-    "plain", "graphs", "head", "head+graphs", "fused-step", "fused-step+pdl", "fused-step+pdl+64"};
+    "plain",      "graphs",       "head", "head+graphs", "fused-step", "fused-step+pdl", "fused-step+pdl+64",
+    "persistent", "persistent+64"};
 
 struct EpochBenchOptions {
   int device = 0;

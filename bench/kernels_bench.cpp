@@ -520,15 +520,23 @@ struct StepVariant {
   bool fused_head;
   bool fused_step = false;    // the fused step's three kernels (its GEMM is v4's tiling, whatever impl says)
   bool programmatic = false;  // the fused step with programmatic dependent launch
+  bool persistent = false;    // the fused step as the persistent kernel, one step a launch
   std::string name() const {
+    if (persistent) return "persistent";
     if (fused_step) return programmatic ? "fused-step+pdl" : "fused-step";
     return std::string(gemm_impl_name(impl)) + (fused_head ? "+head" : "");
   }
 };
-constexpr StepVariant kStepVariants[] = {
-    {GemmImpl::naive, false}, {GemmImpl::tiled, false},     {GemmImpl::blocked, false},
-    {GemmImpl::slab, false},  {GemmImpl::cublas, false},    {GemmImpl::blocked, true},
-    {GemmImpl::slab, true},   {GemmImpl::slab, true, true}, {GemmImpl::slab, true, true, true}};
+constexpr StepVariant kStepVariants[] = {{GemmImpl::naive, false},
+                                         {GemmImpl::tiled, false},
+                                         {GemmImpl::blocked, false},
+                                         {GemmImpl::slab, false},
+                                         {GemmImpl::cublas, false},
+                                         {GemmImpl::blocked, true},
+                                         {GemmImpl::slab, true},
+                                         {GemmImpl::slab, true, true},
+                                         {GemmImpl::slab, true, true, true},
+                                         {GemmImpl::slab, true, true, false, true}};
 
 std::vector<ImplChoice> impls_for(const GemmCase& g) {
   std::vector<ImplChoice> v = {{"naive", GemmImpl::naive, true},
@@ -890,7 +898,8 @@ class Runner {
   // project's launchers as CudaReplica does: gather, fc1 and fc2 forward, softmax cross-entropy, fc2 and fc1
   // backward, SGD; with the fused head (impl name "+head"), fc1 forward, the head, fc1's weight gradient;
   // the fused step ("fused-step"), its three kernels, also with programmatic dependent launch
-  // ("fused-step+pdl"). No all-reduce (allreduce_bench times that).
+  // ("fused-step+pdl"), and as the persistent kernel ("persistent", one step a launch). No all-reduce
+  // (allreduce_bench times that).
   void step_cases(int batch) {
     const std::string group = fmt::format("step-b{}", batch);
     const cudaStream_t s = stream_->get();
@@ -907,6 +916,11 @@ class Runner {
         fmt::print("{}: skipped, the device is older than compute capability 9.0\n", id);
         continue;
       }
+      if (variant.persistent && !supports_persistent_step(device_)) {
+        fmt::print("{}: skipped, the device takes no cooperative launch here\n", id);
+        continue;
+      }
+      const bool persistent = variant.persistent;
       auto data = training_set();
       struct StepBuffers {
         DeviceBuffer<float> params{ParamLayout::kCount}, grads{ParamLayout::kGradCount};
@@ -947,9 +961,14 @@ class Runner {
       fused.logits = buf->logits.data();
       fused.dlogits = buf->dlogits.data();
       auto launch = [data, buf, batch, steps, ctx, sgd, s, fused, fused_head = fused_head,
-                     fused_step = fused_step, order](long i) {
+                     fused_step = fused_step, order, persistent](long i) {
         const auto w = ParamViews<float>::of(buf->params.data());
         const auto g = ParamViews<float>::of(buf->grads.data());
+        if (persistent) {  // one step a launch, on the rows of step 0
+          enqueue_persistent_steps(fused, batch, kGlobalBatch, sgd, /*first=*/0, /*steps=*/1,
+                                   /*blocks_per_sm=*/1, s);
+          return;
+        }
         if (fused_step) {
           // The rows of step 0 every time (the offset is not moved on): the time does not depend on them.
           enqueue_fused_step(fused, batch, kGlobalBatch, sgd, /*advance_cursor=*/false, order, s);
@@ -980,12 +999,14 @@ class Runner {
       Bench b{group, "step", name, fmt::format("{} rows of {}", batch, kGlobalBatch)};
       b.work = step_work(batch, impl);
       if (fused_head) b.work.launches -= 5;  // the head's one launch for six
-      if (fused_step) b.work.launches = 3;
+      if (fused_step) b.work.launches = persistent ? 1 : 3;
       b.validate = [data, buf, batch, sgd, launch, s] {
         return check_step(*data, *buf, batch, sgd, launch, s);
       };
       b.hot = launch;
-      b.graph = true;
+      // Not the persistent kernel: a cooperative launch inside a stream capture is not taken everywhere,
+      // and its many-steps-a-launch time is the epoch benchmark's "persistent+64".
+      b.graph = !persistent;
       run(b);
     }
   }

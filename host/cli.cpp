@@ -109,14 +109,17 @@ void add_train_options(CLI::App& train, TrainOptions& o) {
       "each may start while the one before finishes (compute capability 9.0+); implies "
       "--fused-step (the same results)");
   train.add_flag(
+      "--persistent", o.persistent,
+      "Run the fused step's three kernels as one persistent kernel, a grid-wide barrier between them, up "
+      "to --steps-per-graph consecutive steps a launch; implies --fused-step (the same results)");
+  train.add_flag(
       "--tf32", o.tf32,
       "With --gemm cublas: cuBLAS's products on tensor cores in TF32 (inputs rounded to 10 bits of "
       "mantissa, sums in fp32), as PyTorch's allow_tf32; not the fp32 results, never the default");
   train
-      .add_option(
-          "--steps-per-graph", o.steps_per_graph,
-          "With one GPU replica: replay up to N consecutive steps as one CUDA graph; above 1, implies "
-          "--cuda-graphs (the same results)")
+      .add_option("--steps-per-graph", o.steps_per_graph,
+                  "With one GPU replica: replay up to N consecutive steps as one CUDA graph (or, with "
+                  "--persistent, run them in one launch); above 1, implies --cuda-graphs (the same results)")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
   train.add_option("--metrics", o.metrics, "Write metrics as JSON lines to this file");

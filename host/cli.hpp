@@ -25,6 +25,7 @@ struct TrainOptions {
   bool fused_head = false;       // fc2, the loss and their gradients in one CUDA kernel
   bool fused_step = false;       // the whole step in three CUDA kernels (implies the two above)
   bool pdl = false;              // the fused step with programmatic dependent launch (implies fused_step)
+  bool persistent = false;       // the fused step's kernels as one persistent kernel (implies fused_step)
   int steps_per_graph = 1;  // consecutive steps replayed as one CUDA graph (above 1, implies cuda_graphs)
   bool tf32 = false;        // cuBLAS's products in TF32 on tensor cores (needs gemm cublas)
   std::optional<std::filesystem::path> metrics;  // JSON lines, one record per logged step and per epoch

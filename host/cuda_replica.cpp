@@ -12,6 +12,7 @@
 #include "kernels/classifier_head_cuda.hpp"
 #include "kernels/cuda_check.hpp"
 #include "kernels/gather_cuda.hpp"
+#include "kernels/persistent_step_cuda.hpp"
 #include "kernels/sgd_cuda.hpp"
 #include "kernels/softmax_xent_cuda.hpp"
 #include "kernels/step_cursor_cuda.hpp"
@@ -138,6 +139,8 @@ CudaReplica::CudaReplica(const DataSplits& data, int device, const CudaStepOptio
       fused_head_(options.fused_head),
       fused_step_(options.fused_step),
       fused_order_(options.programmatic_launch ? cuda::LaunchOrder::programmatic : cuda::LaunchOrder::serial),
+      persistent_(options.persistent),
+      persistent_blocks_per_sm_(options.persistent_blocks_per_sm),
       graphs_on_(options.cuda_graphs),
       steps_per_graph_(options.steps_per_graph) {
   check_split(data.train, "training");
@@ -154,6 +157,24 @@ CudaReplica::CudaReplica(const DataSplits& data, int device, const CudaStepOptio
     throw std::invalid_argument(fmt::format(
         "programmatic dependent launch (--pdl) needs compute capability 9.0 or newer; cuda:{} {} is sm_{}{}",
         device_, device_name_, cc_major_, cc_minor_));
+  }
+  if (persistent_ && !(fused_step_ && graphs_on_))
+    throw std::invalid_argument("CudaReplica: the persistent kernel runs fused steps, with CUDA graphs on");
+  if (persistent_) {
+    // Refused now rather than at the first step: a device without cooperative launches, or more blocks than
+    // stay resident (the grid-wide barrier would wait for blocks that never start).
+    const int most = cuda::persistent_step_max_blocks_per_sm();
+    if (most == 0) {
+      throw std::invalid_argument(
+          fmt::format("the persistent kernel (--persistent) needs cooperative launches, which cuda:{} {} "
+                      "does not take here",
+                      device_, device_name_));
+    }
+    if (persistent_blocks_per_sm_ < 1 || persistent_blocks_per_sm_ > most) {
+      throw std::invalid_argument(
+          fmt::format("the persistent kernel on cuda:{} {} takes 1 to {} blocks an SM, not {}", device_,
+                      device_name_, most, persistent_blocks_per_sm_));
+    }
   }
   if (tf32_ && gemm_ != GemmImpl::cublas)
     throw std::invalid_argument("TF32 (--tf32) is cuBLAS's: it needs --gemm cublas");
@@ -232,12 +253,16 @@ std::string CudaReplica::description() const {
   const char* fused = "";
   if (fused_step_)
     fused = !owns_all_reduce() ? ", fused head (the fused step needs a lone replica)"
+            : persistent_      ? ", fused step, persistent kernel"
             : fused_order_ == cuda::LaunchOrder::programmatic ? ", fused step, programmatic launch"
                                                               : ", fused step";
   else if (fused_head_)
     fused = ", fused head";
   std::string graphs;
-  if (graphs_on_ && steps_per_graph_ > 1)
+  if (persistent_ && owns_all_reduce())
+    graphs = fmt::format(", up to {} steps a launch, {} block{} an SM", steps_per_graph_,
+                         persistent_blocks_per_sm_, persistent_blocks_per_sm_ == 1 ? "" : "s");
+  else if (graphs_on_ && steps_per_graph_ > 1)
     graphs = owns_all_reduce() ? fmt::format(", CUDA graphs of up to {} steps", steps_per_graph_)
                                : std::string(", CUDA graphs (several steps a graph need a lone replica)");
   else if (graphs_on_)
@@ -479,7 +504,7 @@ void CudaReplica::sgd_step(const SgdConfig& cfg) {
     shape.global_batch = p.global_batch;
     shape.whole_step = true;
     shape.sgd = cfg;
-    if (steps_per_graph_ > 1 && has_graph(shape)) {
+    if (queues(shape)) {
       const bool continues = queued_ && same_shape(queued_->shape, shape) &&
                              queued_->first + queued_->count * shape.global_batch == p.first;
       if (!continues) launch_queued();
@@ -521,6 +546,15 @@ bool CudaReplica::same_shape(const StepShape& a, const StepShape& b) {
          (!a.whole_step || (same_sgd(a.sgd, b.sgd) && a.steps == b.steps));
 }
 
+bool CudaReplica::runs_persistent(const StepShape& shape) const {
+  return persistent_ && fused_step_ && shape.whole_step &&
+         cuda::persistent_step_fits(shape.count, L::kClasses);
+}
+
+bool CudaReplica::queues(const StepShape& shape) const {
+  return runs_persistent(shape) || (steps_per_graph_ > 1 && has_graph(shape));
+}
+
 bool CudaReplica::has_graph(const StepShape& shape) const {
   return std::any_of(graphs_.begin(), graphs_.end(),
                      [&](const StepGraph& g) { return g.exec && same_shape(g.shape, shape); });
@@ -532,6 +566,15 @@ void CudaReplica::launch_queued() {
   shape.steps = queued_->count;
   const int first = queued_->first;
   queued_.reset();
+  if (runs_persistent(shape)) {
+    // The rows' position is an argument: the device counter is neither read nor moved, and cursor_host_
+    // stays true.
+    enqueue_persistent_steps(step_view(), shape.count, shape.global_batch, shape.sgd, first, shape.steps,
+                             persistent_blocks_per_sm_, stream_.get());
+    persistent_steps_ += shape.steps;
+    ++persistent_launches_;
+    return;
+  }
   if (shape.steps > 1) ++graph_counts_.multi_step;
   // Steps are queued only once their shape's one-step graph exists: whatever is set up on first use is.
   run_graphed(

@@ -36,6 +36,9 @@
 //   queue is launched as it stands (as one graph of that many steps) by anything that must come after it: a
 //   step of another shape or not contiguous with it, and every call that reads or writes what the steps
 //   change (the gradients, the loss, the parameters, the momentum, the order, evaluation).
+// - A persistent kernel (persistent). Whole steps of a shape the fused step takes are queued as above from
+//   the first (no graph is needed), and the queue is launched as one cooperative kernel that runs all its
+//   steps, the rows' position an argument instead of the device counter's.
 // - The graph replays exactly the kernels of the plain path, with the same grids and arguments (the gather
 //   reads the same offset, from the device instead of from its arguments); every kernel is deterministic, so
 //   a replayed step gives the plain step's results to the bit (cuBLAS aside: it may choose its algorithm
@@ -110,6 +113,12 @@ struct CudaStepOptions {
   // With cuda_graphs, where the replica owns its all-reduce: up to this many consecutive steps replayed as
   // one graph (1: a graph a step). Steps wait on the host until that many are queued or something reads.
   int steps_per_graph = 1;
+  // With fused_step, where the replica owns its all-reduce: the queued steps (steps_per_graph at most)
+  // launched as one persistent kernel (kernels/persistent_step_cuda.hpp) instead of a graph: its phases a
+  // grid-wide barrier apart where the fused step's kernels are a kernel boundary apart. The same bits.
+  bool persistent = false;
+  // With persistent: the kernel's blocks per SM (1 to the most that stay resident).
+  int persistent_blocks_per_sm = 1;
   // With gemm cublas: cuBLAS's products in TF32 on tensor cores (CublasHandle). Not the plain path's
   // results: an option whose accuracy is measured, never the default.
   bool tf32 = false;
@@ -187,6 +196,9 @@ class CudaReplica final : public Replica {
   long fused_head_steps() const { return fused_head_steps_; }
   // Whole steps enqueued as the fused step's three kernels (launched, or captured into a graph).
   long fused_steps() const { return fused_steps_; }
+  // Whole steps run by the persistent kernel, and its launches.
+  long persistent_steps() const { return persistent_steps_; }
+  long persistent_launches() const { return persistent_launches_; }
 
  private:
   // Makes this replica's device current on the calling thread (the trainer may drive replicas from threads).
@@ -243,7 +255,12 @@ class CudaReplica final : public Replica {
   static bool same_shape(const StepShape& a, const StepShape& b);
   // Whether `shape` has a captured graph (its kernels have run once, outside any capture).
   bool has_graph(const StepShape& shape) const;
-  // Launches the queued steps, if any, as one graph of that many steps.
+  // Whether whole steps of `shape` are queued: with steps_per_graph > 1 once its one-step graph exists; with
+  // the persistent kernel, when the fused step takes it.
+  bool queues(const StepShape& shape) const;
+  // Whether the persistent kernel runs steps of `shape`.
+  bool runs_persistent(const StepShape& shape) const;
+  // Launches the queued steps, if any, as one graph of that many steps (or one persistent kernel).
   void launch_queued();
   // Launches a recorded step's gradients the plain way; its all-reduce, if adopted, is then owed to sgd_step.
   void flush_pending();
@@ -260,6 +277,8 @@ class CudaReplica final : public Replica {
   bool fused_head_ = false;
   bool fused_step_ = false;
   cuda::LaunchOrder fused_order_ = cuda::LaunchOrder::serial;
+  bool persistent_ = false;
+  int persistent_blocks_per_sm_ = 1;
   std::string device_name_;
   int cc_major_ = 0;
   int cc_minor_ = 0;
@@ -311,6 +330,8 @@ class CudaReplica final : public Replica {
   GraphCounts graph_counts_;
   long fused_head_steps_ = 0;
   long fused_steps_ = 0;
+  long persistent_steps_ = 0;
+  long persistent_launches_ = 0;
 
   DeviceBuffer<float> eval_loss_;   // [chunks]: each chunk's loss sum
   DeviceBuffer<int> eval_correct_;  // [chunks]

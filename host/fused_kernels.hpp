@@ -38,4 +38,10 @@ void enqueue_classifier_head(const StepView& b, int rows, float grad_scale, cuda
 void enqueue_fused_step(const StepView& b, int rows, int global_batch, const SgdConfig& cfg,
                         bool advance_cursor, cuda::LaunchOrder order, cudaStream_t stream);
 
+// `steps` consecutive fused steps in one persistent kernel (kernels/persistent_step_cuda.hpp), step s on the
+// rows at positions [first + s * global_batch, + rows) of the order; b.cursor is neither read nor moved.
+// blocks_per_sm: the kernel's blocks per SM.
+void enqueue_persistent_steps(const StepView& b, int rows, int global_batch, const SgdConfig& cfg, int first,
+                              int steps, int blocks_per_sm, cudaStream_t stream);
+
 }  // namespace mnistdp

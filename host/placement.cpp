@@ -149,11 +149,12 @@ std::vector<std::unique_ptr<Replica>> make_replicas(const TrainOptions& o, const
   if (placement.gpu) {
     CudaStepOptions step;
     step.gemm = parse_gemm_impl(o.gemm);
-    const bool fused_step = o.fused_step || o.pdl;
+    const bool fused_step = o.fused_step || o.pdl || o.persistent;
     step.cuda_graphs = o.cuda_graphs || fused_step || o.steps_per_graph > 1;
     step.fused_head = o.fused_head || fused_step;
     step.fused_step = fused_step;
     step.programmatic_launch = o.pdl;
+    step.persistent = o.persistent;
     step.steps_per_graph = o.steps_per_graph;
     step.tf32 = o.tf32;
     for (int device : placement.replica_devices)

@@ -305,10 +305,11 @@ int run_train(const TrainOptions& o, const LaunchInfo& launch, ProcessGroup* gro
   std::unique_ptr<Communicator> communicator = make_communicator(placement, replicas, group, rank_timeout(o));
   if (root) print_placement(placement, replicas, *communicator, t.batch_size, data.train.count, world_size);
   if (root && !placement.gpu &&
-      (o.cuda_graphs || o.fused_head || o.fused_step || o.pdl || o.steps_per_graph > 1 || o.tf32))
+      (o.cuda_graphs || o.fused_head || o.fused_step || o.pdl || o.persistent || o.steps_per_graph > 1 ||
+       o.tf32))
     fmt::print(
-        "note: --cuda-graphs, --fused-head, --fused-step, --pdl, --steps-per-graph and --tf32 change CUDA "
-        "replicas only; these CPU replicas run as always\n");
+        "note: --cuda-graphs, --fused-head, --fused-step, --pdl, --persistent, --steps-per-graph and --tf32 "
+        "change CUDA replicas only; these CPU replicas run as always\n");
   if (o.explain && root) {
     std::vector<std::string> names;
     for (const auto& r : replicas)

@@ -51,6 +51,9 @@ struct ClassifierHeadArgs {
   float grad_scale = 1.0f;
 };
 
+// Throws std::invalid_argument for what classifier_head refuses.
+void validate(const ClassifierHeadArgs& args);
+
 // order: how the launch follows the kernel before it on the stream (launch_order.hpp); the same results
 // either way.
 void classifier_head(const ClassifierHeadArgs& args, cudaStream_t stream,

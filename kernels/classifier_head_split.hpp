@@ -30,7 +30,7 @@ MNISTDP_HOST_DEVICE constexpr int other_task(int block, int thread, int hidden) 
 }
 
 // Enough blocks for the column warps, and enough threads besides them for every element of dw and db.
-constexpr int grid_blocks(int hidden, int classes) {
+MNISTDP_HOST_DEVICE constexpr int grid_blocks(int hidden, int classes) {
   const int threads = column_warps(hidden) * kWarpSize + classes * hidden + classes;
   const int blocks = (threads + kThreads - 1) / kThreads;
   return blocks > column_warps(hidden) ? blocks : column_warps(hidden);

@@ -31,6 +31,10 @@ struct GatherLinearArgs {
   int out = 0;
 };
 
+// Throws std::invalid_argument for a negative size, out 0, or a null pointer among those that batch and in
+// need (first aside: the persistent step gives the offset another way).
+void validate(const GatherLinearArgs& args);
+
 void gather_linear_forward(const GatherLinearArgs& args, cudaStream_t stream);
 
 }  // namespace mnistdp::cuda

@@ -38,6 +38,10 @@ struct WeightGradientSgdArgs {
   int cursor_delta = 0;
 };
 
+// Throws std::invalid_argument for what weight_gradient_sgd refuses. index_stride: the most a thread's index
+// moves on at once in the launch's loop, which takes 32-bit indices: args.n plus it must fit in an int.
+void validate(const WeightGradientSgdArgs& args, std::size_t index_stride);
+
 // order: how the launch follows the kernel before it on the stream (launch_order.hpp); the same results
 // either way.
 void weight_gradient_sgd(const WeightGradientSgdArgs& args, cudaStream_t stream,

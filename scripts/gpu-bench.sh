@@ -77,13 +77,13 @@ stage() {
 # run fails without its JSON (not when it was stopped or skipped for time), the plain path and the fast paths are
 # timed again one by one, each with a fifth of the stage's time.
 epochs() {  # GEMM LIMIT
-  stage "epochs with --gemm $1: plain, graphs, fused head, both, fused step, with pdl, 64 steps a graph" "$2" \
+  stage "epochs with --gemm $1: plain, graphs, fused head, both, fused step, with pdl, 64 steps a graph, persistent" "$2" \
     "$OUT/epoch-$1.txt" "$BUILD_DIR/mnist-dp-bench" --epoch --epoch-gemm "$1" --rounds 2 \
     --json "$OUT/epoch-$1.json"
   local rc=$?
   if [ ! -f "$OUT/epoch-$1.json" ] && [ "$rc" != 124 ] && [ "$rc" != 125 ] && [ "$rc" != 77 ] &&
     [ "$DRY_RUN" != 1 ]; then
-    for variant in plain graphs fused-step fused-step+pdl fused-step+pdl+64; do
+    for variant in plain graphs fused-step fused-step+pdl fused-step+pdl+64 persistent+64; do
       stage "epochs with --gemm $1, $variant alone" $(($2 / 5)) "$OUT/epoch-$1-$variant.txt" \
         "$BUILD_DIR/mnist-dp-bench" --epoch --epoch-gemm "$1" --epoch-variants "$variant" --rounds 1 \
         --json "$OUT/epoch-$1-$variant.json"
@@ -103,7 +103,8 @@ stage "kernels and steps at batch 64 (mnist-dp-bench --quick --filter -b64/)" 90
   "$BUILD_DIR/mnist-dp-bench" --quick --filter -b64/ --json "$OUT/kernels.json"
 if command -v ncu >/dev/null 2>&1 && [ -d "$DATA" ]; then
   # Hardware counters of the step's kernels, plain and fast path, after 30 warm-up steps; clocks left alone.
-  # ncu profiles the kernels of a graph's launches one by one, by name.
+  # ncu profiles the kernels of a graph's launches one by one, by name. (Not the persistent kernel: two
+  # launches in 80 steps; its phases are seen in the epoch benchmark's figures.)
   for path in plain fast; do
     args=()
     [ "$path" = fast ] && args=(--pdl --gemm slab --steps-per-graph 64)

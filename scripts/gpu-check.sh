@@ -145,14 +145,16 @@ fi
 bin=$BUILD_DIR/mnist-dp
 if [ "$build_ok" = 1 ] && [ "$has_gpu" = 1 ]; then
   if [ -d "$DATA" ]; then
-    section "training, $EPOCHS epochs, GPU (plain, the fast path, TF32) then CPU (data: $DATA)"
+    section "training, $EPOCHS epochs, GPU (plain, the fast path, the persistent kernel, TF32) then CPU (data: $DATA)"
     # The fast path (the fused step: three kernels a step, launched programmatically, 64 steps a graph; the
-    # slab GEMM where products remain) computes the plain path's step to the bit, so its loss lines and
+    # slab GEMM where products remain) and the persistent kernel (the same three kernels' code as phases of
+    # one launch, 64 steps a launch) compute the plain path's step to the bit, so their loss lines and
     # accuracy must be the plain run's. TF32 (cuBLAS on tensor cores) does not: its accuracy is the figure.
-    for run in cuda cuda-fast cuda-tf32 cpu; do
+    for run in cuda cuda-fast cuda-persistent cuda-tf32 cpu; do
       case $run in
         cuda) args=(--device cuda) ;;
         cuda-fast) args=(--device cuda --pdl --gemm slab --steps-per-graph 64) ;;
+        cuda-persistent) args=(--device cuda --persistent --gemm slab --steps-per-graph 64) ;;
         cuda-tf32) args=(--device cuda --gemm cublas --tf32) ;;
         cpu) args=(--device cpu) ;;
       esac
@@ -166,13 +168,15 @@ if [ "$build_ok" = 1 ] && [ "$has_gpu" = 1 ]; then
       tail -3 "$OUT/train-$run.log" | sed 's/^/    /' | tee -a "$summary"
     done
     results() { grep -oE "Step [0-9]+, Loss: [^ ]+|test loss [0-9.]+, test accuracy [0-9.]+%" "$1"; }
-    if [ -n "$(results "$OUT/train-cuda.log")" ] &&
-      diff <(results "$OUT/train-cuda.log") <(results "$OUT/train-cuda-fast.log") >/dev/null; then
-      note "train: the fast path's losses and test accuracies equal the plain path's"
-    else
-      note "train: the fast path's losses or test accuracies DIFFER from the plain path's (see train.log)"
-    fi
-    for run in cuda-fast cuda-tf32 cpu; do
+    for fast in fast persistent; do
+      if [ -n "$(results "$OUT/train-cuda.log")" ] &&
+        diff <(results "$OUT/train-cuda.log") <(results "$OUT/train-cuda-$fast.log") >/dev/null; then
+        note "train: the $fast path's losses and test accuracies equal the plain path's"
+      else
+        note "train: the $fast path's losses or test accuracies DIFFER from the plain path's (see train.log)"
+      fi
+    done
+    for run in cuda-fast cuda-persistent cuda-tf32 cpu; do
       cat "$OUT/train-$run.log" >>"$OUT/train-cuda.log" 2>/dev/null && rm -f "$OUT/train-$run.log"
     done
     mv "$OUT/train-cuda.log" "$OUT/train.log" 2>/dev/null
@@ -220,8 +224,10 @@ if [ "$build_ok" = 1 ] && [ "$has_gpu" = 1 ]; then
       run_tool racecheck "train ${steps[*]} ${fast[*]}" "$bin" train --data "$DATA" "${steps[@]}" --device cuda \
         --no-progress "${fast[@]}"
     fi
-    # The kernels whose phases share memory through barriers.
-    run_tool racecheck "classifier head and fused step tests" "$tests_bin" "[classifier_head],[fused_step]~[slow]"
+    # The kernels whose phases share memory through barriers (the persistent kernel's through grid-wide ones).
+    run_tool racecheck "classifier head, fused step and persistent kernel tests" "$tests_bin" \
+      "[classifier_head],[fused_step]~[slow],[persistent]~[slow]"
+    run_tool memcheck "persistent kernel tests" "$tests_bin" "[persistent]~[slow]"
     run_tool memcheck "gpu tests ~[slow]" --leak-check full "$tests_bin" "[gpu]~[slow]"
     run_tool racecheck "replica tests ~[slow]" "$tests_bin" "[replica]~[slow]"
   else

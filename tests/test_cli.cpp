@@ -119,6 +119,8 @@ TEST_CASE("the fast path's options are off by default and their flags turn them 
   CHECK(parse({"train", "--fused-step"}).train.fused_step);
   CHECK_FALSE(parse({"train"}).train.pdl);
   CHECK(parse({"train", "--pdl"}).train.pdl);
+  CHECK_FALSE(parse({"train"}).train.persistent);
+  CHECK(parse({"train", "--persistent"}).train.persistent);
   CHECK(parse({"train"}).train.steps_per_graph == 1);
   CHECK(parse({"train", "--steps-per-graph", "64"}).train.steps_per_graph == 64);
   CHECK_THROWS_AS(parse({"train", "--steps-per-graph", "0"}), UsageError);

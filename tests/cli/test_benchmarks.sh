@@ -12,13 +12,13 @@ trap 'rm -rf "$work"' EXIT
 
 "$bin" --list >"$work/list.txt" 2>&1
 check "--list needs no GPU" test $? -eq 0
-for id in step-b64/step/blocked step-b64/step/fused-step step-b64/step/fused-step+pdl train-b64/fc1.fwd/slab; do
+for id in step-b64/step/blocked step-b64/step/fused-step step-b64/step/fused-step+pdl step-b64/step/persistent train-b64/fc1.fwd/slab; do
   check "--list names $id" grep -qx "$id" "$work/list.txt"
 done
 
 "$bin" --epoch --epoch-variants plain,fused-step+pdl,bogus >"$work/bogus.txt" 2>&1
 check "an unknown epoch variant is refused" test $? -ne 0
-check "the refusal names the variant and the choices" grep -q "'bogus' is not a variant (plain, graphs, head, head+graphs, fused-step, fused-step+pdl, fused-step+pdl+64)" "$work/bogus.txt"
+check "the refusal names the variant and the choices" grep -q "'bogus' is not a variant (plain, graphs, head, head+graphs, fused-step, fused-step+pdl, fused-step+pdl+64, persistent, persistent+64)" "$work/bogus.txt"
 
 "$bin" --epoch --epoch-gemm bogus >"$work/gemm.txt" 2>&1
 check "an unknown GEMM is refused" test $? -ne 0

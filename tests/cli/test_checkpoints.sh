@@ -60,7 +60,7 @@ head -c 100 "$work/whole.st" >"$work/cut.st"
 check "a truncated checkpoint is refused with its name" grep -q "$work/cut.st" "$work/cut.err"
 
 # 6. The CUDA-only options on the CPU: the same run, and a note that says so.
-train --epochs 1 --momentum 0.9 --cuda-graphs --fused-head --fused-step --pdl --steps-per-graph 64 --gemm cublas --tf32 --save "$work/cuda_options.st" >"$work/cuda_options.log" 2>&1
+train --epochs 1 --momentum 0.9 --cuda-graphs --fused-head --fused-step --pdl --persistent --steps-per-graph 64 --gemm cublas --tf32 --save "$work/cuda_options.st" >"$work/cuda_options.log" 2>&1
 check "the CUDA-only options on the CPU train as without" cmp -s "$work/whole.st" "$work/cuda_options.st"
 check "the CUDA-only options on the CPU are noted" grep -q "change CUDA replicas only" "$work/cuda_options.log"
 

@@ -62,6 +62,8 @@ struct Run {
   std::vector<CudaReplica::GraphCounts> counts;  // [replicas]
   std::vector<long> fused_head_steps;            // [replicas]
   std::vector<long> fused_steps;                 // [replicas]
+  std::vector<long> persistent_steps;            // [replicas]
+  std::vector<long> persistent_launches;         // [replicas]
 };
 
 // `replicas` replicas on device 0 trained by the Trainer for kSteps steps, with or without step graphs. Every
@@ -127,6 +129,8 @@ Run train(const DataSplits& data, const CudaStepOptions& step, int replicas, Red
     run.counts.push_back(cuda.graph_counts());
     run.fused_head_steps.push_back(cuda.fused_head_steps());
     run.fused_steps.push_back(cuda.fused_steps());
+    run.persistent_steps.push_back(cuda.persistent_steps());
+    run.persistent_launches.push_back(cuda.persistent_launches());
   }
   return run;
 }
@@ -398,6 +402,40 @@ TEST_CASE("several steps a graph give the plain path's parameters after 100 step
     CHECK(queued.counts[0].multi_step > 0);
 }
 
+TEST_CASE("the persistent kernel gives the plain path's parameters after 100 steps",
+          "[gpu][persistent][slow]") {
+  // Steps a launch 1, 7 and 64 against epochs of 15 full batches and a short one (observe: a loss read after
+  // every step, which launches each step as it comes); one block an SM and two. The phases run the fused
+  // step's code, whose sums are the hand-written GEMMs': the plain path's bits, with no graph at all.
+  const int per_launch = GENERATE(1, 7, 64);
+  const bool observe = GENERATE(true, false);
+  const float momentum = GENERATE(0.9f, 0.0f);
+  const int blocks_per_sm = GENERATE(1, 2);
+  CAPTURE(per_launch, observe, momentum, blocks_per_sm);
+  const DataSplits data = testing::synthetic_splits(kTrainRows, 10, 89);
+  CudaStepOptions fast;
+  fast.gemm = GemmImpl::slab;
+  fast.cuda_graphs = true;
+  fast.fused_head = true;
+  fast.fused_step = true;
+  fast.persistent = true;
+  fast.steps_per_graph = per_launch;
+  fast.persistent_blocks_per_sm = blocks_per_sm;
+  const Run plain =
+      train(data, {GemmImpl::slab, false, false, false}, 1, Reduce::nccl, observe, kBatch, momentum);
+  const Run persistent = train(data, fast, 1, Reduce::nccl, observe, kBatch, momentum);
+  check_same(persistent, plain, GemmImpl::slab);
+  // Every step but momentum's first (the plain way) ran in the persistent kernel, and no graph ran.
+  const long untracked = momentum != 0.0f ? 1 : 0;
+  CHECK(persistent.persistent_steps[0] == kSteps - untracked);
+  CHECK(persistent.fused_steps[0] == 0);
+  CHECK(persistent.counts[0].captured + persistent.counts[0].replayed == 0);
+  if (observe || per_launch == 1)
+    CHECK(persistent.persistent_launches[0] == kSteps - untracked);
+  else
+    CHECK(persistent.persistent_launches[0] < persistent.persistent_steps[0]);
+}
+
 TEST_CASE("queued steps are launched before anything reads or changes what they change", "[gpu][graphs]") {
   // Driven by hand: runs of contiguous steps (which queue) cut by jumps, by a shorter shard, by an empty one
   // and by new SGD settings, with the parameters, the gradients, the momentum and an evaluation read in
@@ -411,8 +449,10 @@ TEST_CASE("queued steps are launched before anything reads or changes what they 
   epoch_order(other, 83, 1);
   SgdConfig sgd;
   sgd.momentum = 0.9f;
+  // The queue launched as graphs of whole steps, of fused steps, or as the persistent kernel.
   const bool fused_step = GENERATE(false, true);
-  CAPTURE(fused_step);
+  const bool persistent = fused_step && GENERATE(false, true);
+  CAPTURE(fused_step, persistent);
 
   struct Probe {
     std::vector<float> params;  // every read, one after the other
@@ -422,6 +462,7 @@ TEST_CASE("queued steps are launched before anything reads or changes what they 
   auto drive = [&](bool queue) {
     CudaStepOptions step{GemmImpl::slab, queue, queue && fused_step, queue && fused_step};
     step.steps_per_graph = queue ? 4 : 1;
+    step.persistent = queue && persistent;
     CudaReplica replica(data, 0, step);
     replica.load_parameters(init);
     std::vector<Replica*> raw{&replica};
@@ -463,7 +504,12 @@ TEST_CASE("queued steps are launched before anything reads or changes what they 
     }
     nccl.reset();
     read_params();
-    if (queue) CHECK(replica.graph_counts().multi_step > 0);
+    if (queue && persistent) {
+      CHECK(replica.graph_counts().multi_step == 0);
+      CHECK(replica.persistent_steps() > replica.persistent_launches());  // several steps a launch
+    } else if (queue) {
+      CHECK(replica.graph_counts().multi_step > 0);
+    }
     return probe;
   };
   const Probe plain = drive(false);

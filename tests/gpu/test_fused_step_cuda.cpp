@@ -17,6 +17,7 @@
 #include "kernels/gather_linear_cuda.hpp"
 #include "kernels/gemm_cuda.hpp"
 #include "kernels/linear_cuda.hpp"
+#include "kernels/persistent_step_cuda.hpp"
 #include "kernels/sgd_cuda.hpp"
 #include "kernels/weight_gradient_sgd_cuda.hpp"
 #include "tests/gpu/gpu_test_util.hpp"
@@ -212,7 +213,7 @@ TEST_CASE("the fused step's kernels refuse what they cannot take", "[gpu][fused_
 namespace {
 
 // SimpleNet's buffers for the fused step, on the device, all from one seed: 300 images (four batches of 64
-// and one of 44), parameters, momentum, and every output poisoned.
+// and one of 44, say), parameters, momentum, and every output poisoned; activations for `rows` rows.
 struct FusedStepState {
   static constexpr int kImages = 300;
   using L = ParamLayout;
@@ -221,7 +222,8 @@ struct FusedStepState {
   DeviceBuffer<int> cursor;
   DeviceBuffer<float> params, grads, momentum, x, h, dh, logits, dlogits;
 
-  explicit FusedStepState(std::uint64_t seed) {
+  explicit FusedStepState(std::uint64_t seed, int batch_rows = 64) {
+    const auto n = static_cast<std::size_t>(batch_rows);
     Rng rng(seed);
     images = to_device(random_bytes(std::size_t{kImages} * L::kInput, rng));
     labels = to_device(random_bytes(kImages, rng, L::kClasses));
@@ -233,12 +235,12 @@ struct FusedStepState {
     params = to_device(random_floats(L::kCount, rng, -0.05f, 0.05f));
     momentum = to_device(random_floats(L::kCount, rng, -0.01f, 0.01f));
     grads = DeviceBuffer<float>(L::kGradCount);
-    x = DeviceBuffer<float>(std::size_t{64} * L::kInput);
-    y = DeviceBuffer<std::uint8_t>(64);
-    h = DeviceBuffer<float>(std::size_t{64} * L::kHidden);
-    dh = DeviceBuffer<float>(std::size_t{64} * L::kHidden);
-    logits = DeviceBuffer<float>(std::size_t{64} * L::kClasses);
-    dlogits = DeviceBuffer<float>(std::size_t{64} * L::kClasses);
+    x = DeviceBuffer<float>(n * L::kInput);
+    y = DeviceBuffer<std::uint8_t>(n);
+    h = DeviceBuffer<float>(n * L::kHidden);
+    dh = DeviceBuffer<float>(n * L::kHidden);
+    logits = DeviceBuffer<float>(n * L::kClasses);
+    dlogits = DeviceBuffer<float>(n * L::kClasses);
     poison(grads);
     poison(x);
     poison(y);
@@ -310,4 +312,68 @@ TEST_CASE("the fused step launched programmatically gives the serial launch's bi
   CHECK(bitwise_equal(to_host(programmatic.logits), to_host(serial.logits)));
   CHECK(bitwise_equal(to_host(programmatic.dlogits), to_host(serial.dlogits)));
   CHECK(to_host(programmatic.cursor) == to_host(serial.cursor));
+}
+
+TEST_CASE("the persistent kernel gives the fused step's bits, every buffer", "[gpu][persistent]") {
+  // Consecutive steps of `rows` rows and then a shorter one, as an epoch's steps and its last: the fused
+  // step's kernels one by one (each reading its rows from the device's offset, which the step moves on)
+  // against the persistent kernel, one launch for the full batches and one for the short one. 100 rows
+  // make more tiles (16 x 13) than an H200 has SMs, so that a block takes several in turn; one row, a tile
+  // almost empty. Every SGD option, with a momentum buffer that is not new.
+  const auto [rows, full_steps, short_rows] =
+      GENERATE(table<int, int, int>({{64, 4, 44}, {100, 2, 99}, {1, 5, 1}}));
+  const int blocks_per_sm = GENERATE(1, 2);
+  const SgdConfig sgd =
+      GENERATE(sgd_config(0.01f, 0.9f, 0.0f, 1e-4f, false), sgd_config(0.05f, 0.0f, 0.0f, 0.0f, false),
+               sgd_config(0.02f, 0.8f, 0.1f, 0.0f, true));
+  CAPTURE(rows, full_steps, short_rows, blocks_per_sm, sgd.lr, sgd.momentum, sgd.nesterov);
+  REQUIRE(rows * full_steps + short_rows <= FusedStepState::kImages);
+  FusedStepState fused(97, rows), persistent(97, rows);
+  Stream stream;
+  const cudaStream_t s = stream.get();
+
+  const StepView f = fused.view();
+  for (int step = 0; step < full_steps; ++step)
+    enqueue_fused_step(f, rows, rows, sgd, /*advance_cursor=*/true, cuda::LaunchOrder::serial, s);
+  enqueue_fused_step(f, short_rows, short_rows, sgd, /*advance_cursor=*/true, cuda::LaunchOrder::serial, s);
+
+  const StepView p = persistent.view();
+  enqueue_persistent_steps(p, rows, rows, sgd, /*first=*/0, full_steps, blocks_per_sm, s);
+  enqueue_persistent_steps(p, short_rows, short_rows, sgd, rows * full_steps, 1, blocks_per_sm, s);
+  stream.synchronize();
+
+  const std::vector<float> params = to_host(fused.params);
+  REQUIRE(std::all_of(params.begin(), params.end(), [](float v) { return std::isfinite(v); }));
+  CHECK(bitwise_equal(to_host(persistent.params), params));
+  CHECK(bitwise_equal(to_host(persistent.momentum), to_host(fused.momentum)));
+  CHECK(bitwise_equal(to_host(persistent.grads), to_host(fused.grads)));
+  // The activations of the last step (its rows; the rest of each buffer is the full batches').
+  CHECK(bitwise_equal(to_host(persistent.x), to_host(fused.x)));
+  CHECK(bitwise_equal(to_host(persistent.y), to_host(fused.y)));
+  CHECK(bitwise_equal(to_host(persistent.h), to_host(fused.h)));
+  CHECK(bitwise_equal(to_host(persistent.dh), to_host(fused.dh)));
+  CHECK(bitwise_equal(to_host(persistent.logits), to_host(fused.logits)));
+  CHECK(bitwise_equal(to_host(persistent.dlogits), to_host(fused.dlogits)));
+  // The persistent kernel takes the rows' position as an argument: the device's offset stays.
+  CHECK(to_host(persistent.cursor) == std::vector<int>{0});
+}
+
+TEST_CASE("the persistent kernel refuses what it cannot take", "[gpu][persistent]") {
+  using Catch::Matchers::Contains;
+  FusedStepState state(101);
+  const StepView v = state.view();
+  const SgdConfig sgd = sgd_config(0.01f, 0.0f, 0.0f, 0.0f, false);
+  CHECK_THROWS_WITH(enqueue_persistent_steps(v, 64, 64, sgd, 0, 1, 0, nullptr),
+                    Contains("fewer than one block"));
+  CHECK_THROWS_WITH(enqueue_persistent_steps(v, 64, 64, sgd, -1, 1, 1, nullptr), Contains("negative"));
+  CHECK_THROWS_WITH(enqueue_persistent_steps(v, 4096, 4096, sgd, 0, 1, 1, nullptr), Contains("do not fit"));
+  cuda::PersistentStepArgs mismatched;  // the head's rows are not the forward product's
+  mismatched.forward.batch = 4;
+  mismatched.head.batch = 3;
+  mismatched.steps = 1;
+  CHECK_THROWS_WITH(cuda::persistent_steps(mismatched, 1, nullptr), Contains("disagree"));
+  // More blocks than stay resident: the cooperative launch is refused, not left to hang.
+  const int most = cuda::persistent_step_max_blocks_per_sm();
+  CHECK(most >= 1);
+  CHECK_THROWS_AS(enqueue_persistent_steps(v, 64, 64, sgd, 0, 1, most + 1, nullptr), CudaError);
 }

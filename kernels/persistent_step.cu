@@ -1,0 +1,137 @@
+// Consecutive training steps in one cooperative launch (contract: persistent_step_cuda.hpp).
+//
+// Every block runs every step's three phases, a grid-wide barrier after each, so that each phase sees all
+// that the phase before wrote, on every SM:
+//
+//   1. fc1's forward with the gather: the tiles of gather_linear (as many as its own launch has blocks), a
+//      tile at a time by the block's first slab::kThreads threads, which have a named barrier of their own;
+//   2. the classifier head: its blocks (head_split::grid_blocks), a block's worth at a time;
+//   3. fc1's weight gradient and every parameter's SGD step: the parameters over all the grid's threads,
+//      kPerPass side by side (the grid has a few threads a parameter where the kernel has one).
+//
+// The phases' shared memory is one buffer, reused: the tile's in phase 1, the head's logits in phase 2.
+// The barriers are cooperative_groups' grid.sync(), which orders memory across the grid; nothing here is
+// read through the read-only cache, which a launch does not keep coherent (tests/ptx).
+#include <cooperative_groups.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "kernels/classifier_head_block.cuh"
+#include "kernels/cuda_check.hpp"
+#include "kernels/gather_linear_tile.cuh"
+#include "kernels/persistent_step_cuda.hpp"
+#include "kernels/weight_gradient_sgd_elements.cuh"
+
+namespace mnistdp::cuda {
+namespace {
+
+constexpr int kThreads = detail::kHeadThreads;
+static_assert(kThreads >= detail::slab::kThreads && kThreads % detail::kWarpSize == 0 &&
+              detail::slab::kThreads % detail::kWarpSize == 0);
+// Parameters a thread takes side by side in phase 3: SimpleNet's 203,530 over one block of 256 an SM of
+// an H200's 132 are 6 a thread.
+constexpr int kPerPass = 8;
+// __syncthreads() is barrier 0.
+constexpr int kTileBarrier = 1;
+
+// The most any shape takes: the head's limit, beyond the tile's (classifier_head.cu).
+constexpr std::size_t kMaxSharedBytes = 47 * 1024;
+static_assert(sizeof(detail::GatherLinearShared) <= kMaxSharedBytes);
+
+std::size_t shared_bytes(int batch, int classes) {
+  return std::max(sizeof(detail::GatherLinearShared),
+                  static_cast<std::size_t>(detail::classifier_head_shared_bytes(batch, classes)));
+}
+
+// The barrier of the threads that run a tile: the first slab::kThreads of the block.
+__device__ __forceinline__ void tile_barrier() {
+  asm volatile("bar.sync %0, %1;" ::"n"(kTileBarrier), "n"(detail::slab::kThreads) : "memory");
+}
+
+__global__ void __launch_bounds__(kThreads) persistent_step_kernel(PersistentStepArgs a) {
+  // 16-byte aligned, as dynamic shared memory always is: the tile's struct holds a long.
+  extern __shared__ float4 shared[];
+  auto& tile = *reinterpret_cast<detail::GatherLinearShared*>(shared);
+  auto* head_shared = reinterpret_cast<float*>(shared);
+  const cooperative_groups::grid_group grid = cooperative_groups::this_grid();
+  const int block = static_cast<int>(blockIdx.x);
+  const int blocks = static_cast<int>(gridDim.x);
+  const int tile_cols = detail::ceil_div(a.forward.out, detail::slab::kTileN);
+  const int tiles = tile_cols * detail::ceil_div(a.forward.batch, detail::slab::kTileM);
+  const int head_blocks = head_split::grid_blocks(a.head.hidden, a.head.classes);
+
+  for (int step = 0; step < a.steps; ++step) {
+    if (static_cast<int>(threadIdx.x) < detail::slab::kThreads) {
+      detail::fill_pixel_table(tile);  // phase 2 overwrote it
+      for (int t = block; t < tiles; t += blocks) {
+        detail::gather_linear_tile(a.forward, a.first + step * a.stride, t % tile_cols, t / tile_cols, tile,
+                                   tile_barrier);
+      }
+    }
+    grid.sync();
+    for (int b = block; b < head_blocks; b += blocks) {
+      if (b != block) __syncthreads();  // the block before is done with the shared logits
+      detail::classifier_head_block(a.head, b, head_shared);
+    }
+    grid.sync();
+    detail::weight_gradient_sgd_elements<kPerPass>(a.last, block * kThreads + static_cast<int>(threadIdx.x),
+                                                   blocks * kThreads);
+    if (step + 1 < a.steps) grid.sync();
+  }
+}
+
+}  // namespace
+
+bool persistent_step_fits(int batch, int classes) {
+  return classifier_head_fits(batch, classes);
+}
+
+int persistent_step_max_blocks_per_sm() {
+  int device = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  int cooperative = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, device));
+  if (!cooperative) return 0;
+  int blocks = 0;
+  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, persistent_step_kernel, kThreads,
+                                                           kMaxSharedBytes));
+  return blocks;
+}
+
+void persistent_steps(const PersistentStepArgs& a, int blocks_per_sm, cudaStream_t stream) {
+  if (a.steps < 0 || a.first < 0 || a.stride < 0)
+    throw std::invalid_argument("persistent_steps: negative steps, first row or stride");
+  if (blocks_per_sm < 1) throw std::invalid_argument("persistent_steps: fewer than one block an SM");
+  const GatherLinearArgs& f = a.forward;
+  const ClassifierHeadArgs& h = a.head;
+  const WeightGradientSgdArgs& l = a.last;
+  if (h.batch != f.batch || l.batch != f.batch || h.hidden != f.out || l.out != f.out || l.in != f.in ||
+      h.h != f.h || h.labels != f.y || l.dy != h.dh || l.x != f.x) {
+    throw std::invalid_argument("persistent_steps: the three phases' shapes or buffers disagree");
+  }
+  if (l.first_step || l.cursor)
+    throw std::invalid_argument("persistent_steps: a first step with momentum or a cursor to move");
+  if (!persistent_step_fits(f.batch, h.classes))
+    throw std::invalid_argument("persistent_steps: the shape's logits do not fit in a block's shared memory");
+  int device = 0;
+  int sms = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int blocks = sms * blocks_per_sm;
+  validate(f);
+  validate(h);
+  validate(l, static_cast<std::size_t>(blocks) * kThreads * kPerPass);
+  if (a.steps == 0) return;
+  const std::size_t shared = shared_bytes(f.batch, h.classes);
+  PersistentStepArgs args = a;
+  void* params[] = {&args};
+  const cudaError_t status = cudaLaunchCooperativeKernel(
+      reinterpret_cast<const void*>(persistent_step_kernel), dim3(static_cast<unsigned>(blocks)),
+      dim3(kThreads), params, shared, stream);
+  // A refused launch (more blocks than stay resident, say) leaves its error for the next check otherwise.
+  if (status != cudaSuccess) static_cast<void>(cudaGetLastError());
+  CUDA_CHECK(status);
+}
+
+}  // namespace mnistdp::cuda
