@@ -269,6 +269,19 @@ struct FusedStepState {
   }
 };
 
+// Every buffer of `got` but the row offset equal to `want`'s, to the bit.
+void check_same_buffers(const FusedStepState& got, const FusedStepState& want) {
+  CHECK(bitwise_equal(to_host(got.params), to_host(want.params)));
+  CHECK(bitwise_equal(to_host(got.momentum), to_host(want.momentum)));
+  CHECK(bitwise_equal(to_host(got.grads), to_host(want.grads)));
+  CHECK(bitwise_equal(to_host(got.x), to_host(want.x)));
+  CHECK(bitwise_equal(to_host(got.y), to_host(want.y)));
+  CHECK(bitwise_equal(to_host(got.h), to_host(want.h)));
+  CHECK(bitwise_equal(to_host(got.dh), to_host(want.dh)));
+  CHECK(bitwise_equal(to_host(got.logits), to_host(want.logits)));
+  CHECK(bitwise_equal(to_host(got.dlogits), to_host(want.dlogits)));
+}
+
 }  // namespace
 
 TEST_CASE("the fused step launched programmatically gives the serial launch's bits", "[gpu][fused_step]") {
@@ -302,15 +315,7 @@ TEST_CASE("the fused step launched programmatically gives the serial launch's bi
   const std::vector<float> params = to_host(serial.params);
   REQUIRE(std::all_of(params.begin(), params.end(), [](float v) { return std::isfinite(v); }));
   CHECK(to_host(serial.cursor) == std::vector<int>{FusedStepState::kImages});
-  CHECK(bitwise_equal(to_host(programmatic.params), params));
-  CHECK(bitwise_equal(to_host(programmatic.momentum), to_host(serial.momentum)));
-  CHECK(bitwise_equal(to_host(programmatic.grads), to_host(serial.grads)));
-  CHECK(bitwise_equal(to_host(programmatic.x), to_host(serial.x)));
-  CHECK(bitwise_equal(to_host(programmatic.y), to_host(serial.y)));
-  CHECK(bitwise_equal(to_host(programmatic.h), to_host(serial.h)));
-  CHECK(bitwise_equal(to_host(programmatic.dh), to_host(serial.dh)));
-  CHECK(bitwise_equal(to_host(programmatic.logits), to_host(serial.logits)));
-  CHECK(bitwise_equal(to_host(programmatic.dlogits), to_host(serial.dlogits)));
+  check_same_buffers(programmatic, serial);
   CHECK(to_host(programmatic.cursor) == to_host(serial.cursor));
 }
 
@@ -344,16 +349,8 @@ TEST_CASE("the persistent kernel gives the fused step's bits, every buffer", "[g
 
   const std::vector<float> params = to_host(fused.params);
   REQUIRE(std::all_of(params.begin(), params.end(), [](float v) { return std::isfinite(v); }));
-  CHECK(bitwise_equal(to_host(persistent.params), params));
-  CHECK(bitwise_equal(to_host(persistent.momentum), to_host(fused.momentum)));
-  CHECK(bitwise_equal(to_host(persistent.grads), to_host(fused.grads)));
-  // The activations of the last step (its rows; the rest of each buffer is the full batches').
-  CHECK(bitwise_equal(to_host(persistent.x), to_host(fused.x)));
-  CHECK(bitwise_equal(to_host(persistent.y), to_host(fused.y)));
-  CHECK(bitwise_equal(to_host(persistent.h), to_host(fused.h)));
-  CHECK(bitwise_equal(to_host(persistent.dh), to_host(fused.dh)));
-  CHECK(bitwise_equal(to_host(persistent.logits), to_host(fused.logits)));
-  CHECK(bitwise_equal(to_host(persistent.dlogits), to_host(fused.dlogits)));
+  // The activations are the last step's (its rows; the rest of each buffer, the full batches').
+  check_same_buffers(persistent, fused);
   // The persistent kernel takes the rows' position as an argument: the device's offset stays.
   CHECK(to_host(persistent.cursor) == std::vector<int>{0});
 }
