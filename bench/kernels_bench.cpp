@@ -960,13 +960,14 @@ class Runner {
       fused.dh = buf->dh.data();
       fused.logits = buf->logits.data();
       fused.dlogits = buf->dlogits.data();
+      int blocks = 0;  // the persistent kernel's grid: one block an SM
+      CUDA_CHECK(cudaDeviceGetAttribute(&blocks, cudaDevAttrMultiProcessorCount, device_));
       auto launch = [data, buf, batch, steps, ctx, sgd, s, fused, fused_head = fused_head,
-                     fused_step = fused_step, order, persistent](long i) {
+                     fused_step = fused_step, order, persistent, blocks](long i) {
         const auto w = ParamViews<float>::of(buf->params.data());
         const auto g = ParamViews<float>::of(buf->grads.data());
         if (persistent) {  // one step a launch, on the rows of step 0
-          enqueue_persistent_steps(fused, batch, kGlobalBatch, sgd, /*first=*/0, /*steps=*/1,
-                                   /*blocks_per_sm=*/1, s);
+          enqueue_persistent_steps(fused, batch, kGlobalBatch, sgd, /*first=*/0, /*steps=*/1, blocks, s);
           return;
         }
         if (fused_step) {

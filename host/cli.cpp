@@ -110,8 +110,9 @@ void add_train_options(CLI::App& train, TrainOptions& o) {
       "--fused-step (the same results)");
   train.add_flag(
       "--persistent", o.persistent,
-      "Run the fused step's three kernels as one persistent kernel, a grid-wide barrier between them, up "
-      "to --steps-per-graph consecutive steps a launch; implies --fused-step (the same results)");
+      "With one GPU replica: the fused step's three kernels as one persistent kernel, a grid-wide barrier "
+      "between them, up to --steps-per-graph consecutive steps a launch; implies --fused-step (the same "
+      "results)");
   train.add_flag(
       "--tf32", o.tf32,
       "With --gemm cublas: cuBLAS's products on tensor cores in TF32 (inputs rounded to 10 bits of "

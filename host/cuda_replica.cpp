@@ -570,7 +570,7 @@ void CudaReplica::launch_queued() {
     // The rows' position is an argument: the device counter is neither read nor moved, and cursor_host_
     // stays true.
     enqueue_persistent_steps(step_view(), shape.count, shape.global_batch, shape.sgd, first, shape.steps,
-                             persistent_blocks_per_sm_, stream_.get());
+                             sm_count_ * persistent_blocks_per_sm_, stream_.get());
     persistent_steps_ += shape.steps;
     ++persistent_launches_;
     return;

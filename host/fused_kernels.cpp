@@ -89,7 +89,7 @@ void enqueue_fused_step(const StepView& b, int rows, int global_batch, const Sgd
 }
 
 void enqueue_persistent_steps(const StepView& b, int rows, int global_batch, const SgdConfig& cfg, int first,
-                              int steps, int blocks_per_sm, cudaStream_t stream) {
+                              int steps, int blocks, cudaStream_t stream) {
   cuda::PersistentStepArgs args;
   args.forward = gather_linear_args(b, rows);
   args.head = classifier_head_args(b, rows, grad_scale(global_batch));
@@ -97,7 +97,7 @@ void enqueue_persistent_steps(const StepView& b, int rows, int global_batch, con
   args.first = first;
   args.stride = global_batch;
   args.steps = steps;
-  cuda::persistent_steps(args, blocks_per_sm, stream);
+  cuda::persistent_steps(args, blocks, stream);
 }
 
 }  // namespace mnistdp

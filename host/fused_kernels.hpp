@@ -40,8 +40,8 @@ void enqueue_fused_step(const StepView& b, int rows, int global_batch, const Sgd
 
 // `steps` consecutive fused steps in one persistent kernel (kernels/persistent_step_cuda.hpp), step s on the
 // rows at positions [first + s * global_batch, + rows) of the order; b.cursor is neither read nor moved.
-// blocks_per_sm: the kernel's blocks per SM.
+// blocks: the kernel's grid (cuda::persistent_steps).
 void enqueue_persistent_steps(const StepView& b, int rows, int global_batch, const SgdConfig& cfg, int first,
-                              int steps, int blocks_per_sm, cudaStream_t stream);
+                              int steps, int blocks, cudaStream_t stream);
 
 }  // namespace mnistdp

@@ -15,6 +15,7 @@
 #include <cooperative_groups.h>
 
 #include <algorithm>
+#include <limits>
 #include <stdexcept>
 
 #include "kernels/classifier_head_block.cuh"
@@ -99,10 +100,10 @@ int persistent_step_max_blocks_per_sm() {
   return blocks;
 }
 
-void persistent_steps(const PersistentStepArgs& a, int blocks_per_sm, cudaStream_t stream) {
+void persistent_steps(const PersistentStepArgs& a, int blocks, cudaStream_t stream) {
   if (a.steps < 0 || a.first < 0 || a.stride < 0)
     throw std::invalid_argument("persistent_steps: negative steps, first row or stride");
-  if (blocks_per_sm < 1) throw std::invalid_argument("persistent_steps: fewer than one block an SM");
+  if (blocks < 1) throw std::invalid_argument("persistent_steps: fewer than one block");
   const GatherLinearArgs& f = a.forward;
   const ClassifierHeadArgs& h = a.head;
   const WeightGradientSgdArgs& l = a.last;
@@ -114,11 +115,9 @@ void persistent_steps(const PersistentStepArgs& a, int blocks_per_sm, cudaStream
     throw std::invalid_argument("persistent_steps: a first step with momentum or a cursor to move");
   if (!persistent_step_fits(f.batch, h.classes))
     throw std::invalid_argument("persistent_steps: the shape's logits do not fit in a block's shared memory");
-  int device = 0;
-  int sms = 0;
-  CUDA_CHECK(cudaGetDevice(&device));
-  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  const int blocks = sms * blocks_per_sm;
+  const long last_row = a.first + static_cast<long>(std::max(a.steps - 1, 0)) * a.stride + f.batch;
+  if (last_row > std::numeric_limits<int>::max())
+    throw std::invalid_argument("persistent_steps: rows past the reach of the kernel's 32-bit positions");
   validate(f);
   validate(h);
   validate(l, static_cast<std::size_t>(blocks) * kThreads * kPerPass);

@@ -30,8 +30,8 @@ struct PersistentStepArgs {
   int steps = 0;
 };
 
-// Whether one launch can take steps of `batch` rows: the shared memory of the classifier head's phase
-// (classifier_head_fits) is the larger.
+// Whether one launch can take steps of `batch` rows: the shared memory of the classifier head's phase must
+// fit (classifier_head_fits); the first phase's tile always does.
 bool persistent_step_fits(int batch, int classes);
 
 // The most blocks per SM the persistent step keeps resident on the current device whatever the shape (the
@@ -39,9 +39,11 @@ bool persistent_step_fits(int batch, int classes);
 // and MPS clients, for instance).
 int persistent_step_max_blocks_per_sm();
 
-// Launches args.steps steps (none for 0) on `stream` as one cooperative launch of blocks_per_sm blocks an
-// SM of the current device (1 to persistent_step_max_blocks_per_sm). Checks every argument as the three
+// Launches args.steps steps (none for 0) on `stream` as one cooperative launch of `blocks` blocks: any
+// number from 1 (each phase loops over its tiles, head blocks and parameters) to the current device's SMs
+// times persistent_step_max_blocks_per_sm (a larger grid is refused by the launch, with CudaError, rather
+// than left to wait at its first barrier for blocks that cannot start). Checks every argument as the three
 // kernels' launchers do; throws std::invalid_argument for a bad one.
-void persistent_steps(const PersistentStepArgs& args, int blocks_per_sm, cudaStream_t stream);
+void persistent_steps(const PersistentStepArgs& args, int blocks, cudaStream_t stream);
 
 }  // namespace mnistdp::cuda

@@ -322,16 +322,20 @@ TEST_CASE("the fused step launched programmatically gives the serial launch's bi
 TEST_CASE("the persistent kernel gives the fused step's bits, every buffer", "[gpu][persistent]") {
   // Consecutive steps of `rows` rows and then a shorter one, as an epoch's steps and its last: the fused
   // step's kernels one by one (each reading its rows from the device's offset, which the step moves on)
-  // against the persistent kernel, one launch for the full batches and one for the short one. 100 rows
-  // make more tiles (16 x 13) than an H200 has SMs, so that a block takes several in turn; one row, a tile
-  // almost empty. Every SGD option, with a momentum buffer that is not new.
+  // against the persistent kernel, one launch for the full batches and one for the short one. Grids of one
+  // block an SM and of the most that stay resident, and one of 5 blocks, fewer than the first phase's tiles
+  // and the head's 12 blocks, so that each phase's loop runs several turns in a block (and 100 rows make 208
+  // tiles, more than an H200's SMs); one row, a tile almost empty. Every SGD option, with a momentum buffer
+  // that is not new.
   const auto [rows, full_steps, short_rows] =
       GENERATE(table<int, int, int>({{64, 4, 44}, {100, 2, 99}, {1, 5, 1}}));
-  const int blocks_per_sm = GENERATE(1, 2);
+  int sms = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const int blocks = GENERATE_COPY(5, sms, sms * cuda::persistent_step_max_blocks_per_sm());
   const SgdConfig sgd =
       GENERATE(sgd_config(0.01f, 0.9f, 0.0f, 1e-4f, false), sgd_config(0.05f, 0.0f, 0.0f, 0.0f, false),
                sgd_config(0.02f, 0.8f, 0.1f, 0.0f, true));
-  CAPTURE(rows, full_steps, short_rows, blocks_per_sm, sgd.lr, sgd.momentum, sgd.nesterov);
+  CAPTURE(rows, full_steps, short_rows, blocks, sgd.lr, sgd.momentum, sgd.nesterov);
   REQUIRE(rows * full_steps + short_rows <= FusedStepState::kImages);
   FusedStepState fused(97, rows), persistent(97, rows);
   Stream stream;
@@ -343,8 +347,8 @@ TEST_CASE("the persistent kernel gives the fused step's bits, every buffer", "[g
   enqueue_fused_step(f, short_rows, short_rows, sgd, /*advance_cursor=*/true, cuda::LaunchOrder::serial, s);
 
   const StepView p = persistent.view();
-  enqueue_persistent_steps(p, rows, rows, sgd, /*first=*/0, full_steps, blocks_per_sm, s);
-  enqueue_persistent_steps(p, short_rows, short_rows, sgd, rows * full_steps, 1, blocks_per_sm, s);
+  enqueue_persistent_steps(p, rows, rows, sgd, /*first=*/0, full_steps, blocks, s);
+  enqueue_persistent_steps(p, short_rows, short_rows, sgd, rows * full_steps, 1, blocks, s);
   stream.synchronize();
 
   const std::vector<float> params = to_host(fused.params);
@@ -362,6 +366,9 @@ TEST_CASE("the persistent kernel refuses what it cannot take", "[gpu][persistent
   const SgdConfig sgd = sgd_config(0.01f, 0.0f, 0.0f, 0.0f, false);
   CHECK_THROWS_WITH(enqueue_persistent_steps(v, 64, 64, sgd, 0, 1, 0, nullptr),
                     Contains("fewer than one block"));
+  CHECK_THROWS_WITH(
+      enqueue_persistent_steps(v, 64, 64, sgd, std::numeric_limits<int>::max() - 10, 1, 1, nullptr),
+      Contains("32-bit"));
   CHECK_THROWS_WITH(enqueue_persistent_steps(v, 64, 64, sgd, -1, 1, 1, nullptr), Contains("negative"));
   CHECK_THROWS_WITH(enqueue_persistent_steps(v, 4096, 4096, sgd, 0, 1, 1, nullptr), Contains("do not fit"));
   cuda::PersistentStepArgs mismatched;  // the head's rows are not the forward product's
@@ -372,5 +379,7 @@ TEST_CASE("the persistent kernel refuses what it cannot take", "[gpu][persistent
   // More blocks than stay resident: the cooperative launch is refused, not left to hang.
   const int most = cuda::persistent_step_max_blocks_per_sm();
   CHECK(most >= 1);
-  CHECK_THROWS_AS(enqueue_persistent_steps(v, 64, 64, sgd, 0, 1, most + 1, nullptr), CudaError);
+  int sms = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  CHECK_THROWS_AS(enqueue_persistent_steps(v, 64, 64, sgd, 0, 1, sms * most + 1, nullptr), CudaError);
 }
