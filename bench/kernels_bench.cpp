@@ -18,6 +18,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -1009,6 +1010,7 @@ class Runner {
       // and its many-steps-a-launch time is the epoch benchmark's "persistent+64".
       b.graph = !persistent;
       run(b);
+      if (persistent && results_.back().check == "ok") persistent_phases(fused, batch, sgd, blocks);
     }
   }
 
@@ -1100,6 +1102,7 @@ class Runner {
             {"barriers_per_launch", kGridBarriers},
             {"per_barrier", ceil_.grid_barrier_error.empty() ? to_json(ceil_.grid_barrier)
                                                              : nlohmann::json(ceil_.grid_barrier_error)}}}}},
+        {"persistent_phases", persistent_phases_},
         {"rows", rows}};
   }
 
@@ -1254,7 +1257,61 @@ class Runner {
   std::optional<Stream> stream_;
   std::optional<CublasHandle> cublas_;
   TimingConfig timing_;
+  // The persistent kernel with kPhaseSteps steps a launch, on the rows of step 0 every time: its device time
+  // per step (CUDA events around each launch, median over the repeats, after one launch to warm up), and
+  // how a step divides among its three phases (the phase timer of cuda::PersistentStepArgs: block 0's SM
+  // clock, each phase with the barrier after it), those shares applied to the step's time.
+  void persistent_phases(const StepView& view, int batch, const SgdConfig& sgd, int blocks) {
+    constexpr int kPhaseSteps = 64;
+    const cudaStream_t s = stream_->get();
+    auto launch = [&](long long* timer) {
+      enqueue_persistent_steps(view, batch, kGlobalBatch, sgd, /*first=*/0, kPhaseSteps, blocks, s, timer);
+    };
+    launch(nullptr);
+    Event start, stop;
+    std::vector<double> us;
+    for (int r = 0; r < timing_.repeats; ++r) {
+      start.record(s);
+      launch(nullptr);
+      stop.record(s);
+      stop.synchronize();
+      us.push_back(1e3 * static_cast<double>(stop.elapsed_ms_since(start)));
+    }
+    const Stats per_step = per_operation(summarize(us, 1), kPhaseSteps);
+    DeviceBuffer<long long> cycles(3);
+    CUDA_CHECK(cudaMemsetAsync(cycles.data(), 0, cycles.bytes(), s));
+    launch(cycles.data());
+    std::array<long long, 3> c{};
+    CUDA_CHECK(cudaMemcpyAsync(c.data(), cycles.data(), cycles.bytes(), cudaMemcpyDeviceToHost, s));
+    CUDA_CHECK(cudaStreamSynchronize(s));
+    const double total = static_cast<double>(c[0] + c[1] + c[2]);
+    constexpr const char* kPhases[] = {"gather + fc1 forward", "classifier head",
+                                       "fc1 weight gradient + SGD"};
+    std::string shares;
+    nlohmann::json phases = nlohmann::json::array();
+    for (int p = 0; p < 3; ++p) {
+      const double share = total > 0 ? static_cast<double>(c[static_cast<std::size_t>(p)]) / total : 0.0;
+      shares += fmt::format("{}{} {:.0f}% ({:.2f} us)", p ? ", " : "", kPhases[p], 100.0 * share,
+                            share * per_step.median);
+      phases.push_back(
+          {{"phase", kPhases[p]},
+           {"cycles_per_step", static_cast<double>(c[static_cast<std::size_t>(p)]) / kPhaseSteps},
+           {"share", share},
+           {"us_per_step", share * per_step.median}});
+    }
+    fmt::print(
+        "  persistent, {} steps a launch: {:.2f} us a step on the device (p10 {:.2f}, p90 {:.2f}); "
+        "each phase with its barrier: {}\n",
+        kPhaseSteps, per_step.median, per_step.p10, per_step.p90, shares);
+    persistent_phases_.push_back({{"steps_per_launch", kPhaseSteps},
+                                  {"blocks", blocks},
+                                  {"rows", batch},
+                                  {"step", to_json(per_step)},
+                                  {"phases", phases}});
+  }
+
   Ceilings ceil_;
+  nlohmann::json persistent_phases_ = nlohmann::json::array();  // one entry a persistent_phases run
   std::vector<Result> results_;
   std::shared_ptr<TrainingSet> training_set_;
   std::uint32_t seed_ = 100;

@@ -89,7 +89,7 @@ void enqueue_fused_step(const StepView& b, int rows, int global_batch, const Sgd
 }
 
 void enqueue_persistent_steps(const StepView& b, int rows, int global_batch, const SgdConfig& cfg, int first,
-                              int steps, int blocks, cudaStream_t stream) {
+                              int steps, int blocks, cudaStream_t stream, long long* phase_cycles) {
   cuda::PersistentStepArgs args;
   args.forward = gather_linear_args(b, rows);
   args.head = classifier_head_args(b, rows, grad_scale(global_batch));
@@ -97,6 +97,7 @@ void enqueue_persistent_steps(const StepView& b, int rows, int global_batch, con
   args.first = first;
   args.stride = global_batch;
   args.steps = steps;
+  args.phase_cycles = phase_cycles;
   cuda::persistent_steps(args, blocks, stream);
 }
 

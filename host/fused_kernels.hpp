@@ -40,8 +40,9 @@ void enqueue_fused_step(const StepView& b, int rows, int global_batch, const Sgd
 
 // `steps` consecutive fused steps in one persistent kernel (kernels/persistent_step_cuda.hpp), step s on the
 // rows at positions [first + s * global_batch, + rows) of the order; b.cursor is neither read nor moved.
-// blocks: the kernel's grid (cuda::persistent_steps).
+// blocks: the kernel's grid (cuda::persistent_steps). phase_cycles: its phase timer
+// (cuda::PersistentStepArgs), or nullptr.
 void enqueue_persistent_steps(const StepView& b, int rows, int global_batch, const SgdConfig& cfg, int first,
-                              int steps, int blocks, cudaStream_t stream);
+                              int steps, int blocks, cudaStream_t stream, long long* phase_cycles = nullptr);
 
 }  // namespace mnistdp

@@ -61,6 +61,15 @@ __global__ void __launch_bounds__(kThreads) persistent_step_kernel(PersistentSte
   const int tile_cols = detail::ceil_div(a.forward.out, detail::slab::kTileN);
   const int tiles = tile_cols * detail::ceil_div(a.forward.batch, detail::slab::kTileM);
   const int head_blocks = head_split::grid_blocks(a.head.hidden, a.head.classes);
+  // The phase timer: thread 0 of block 0, its SM's clock, read after each barrier.
+  const bool timer = a.phase_cycles && block == 0 && threadIdx.x == 0;
+  long long mark = timer ? clock64() : 0;
+  auto lap = [&](int phase) {
+    if (!timer) return;
+    const long long now = clock64();
+    a.phase_cycles[phase] += now - mark;
+    mark = now;
+  };
 
   for (int step = 0; step < a.steps; ++step) {
     if (static_cast<int>(threadIdx.x) < detail::slab::kThreads) {
@@ -71,14 +80,18 @@ __global__ void __launch_bounds__(kThreads) persistent_step_kernel(PersistentSte
       }
     }
     grid.sync();
+    lap(0);
     for (int b = block; b < head_blocks; b += blocks) {
       if (b != block) __syncthreads();  // the block before is done with the shared logits
       detail::classifier_head_block(a.head, b, head_shared);
     }
     grid.sync();
+    lap(1);
     detail::weight_gradient_sgd_elements<kPerPass>(a.last, block * kThreads + static_cast<int>(threadIdx.x),
                                                    blocks * kThreads);
-    if (step + 1 < a.steps) grid.sync();
+    // The last step needs no barrier, except to time its phase as the others are timed.
+    if (step + 1 < a.steps || a.phase_cycles) grid.sync();
+    lap(2);
   }
 }
 

@@ -28,6 +28,11 @@ struct PersistentStepArgs {
   int first = 0;
   int stride = 0;
   int steps = 0;
+  // [3] device memory, or nullptr. Where given, the phase timer: thread 0 of block 0 adds to element p the
+  // clock cycles of its SM from the start of phase p to the end of the grid-wide barrier after it, every
+  // step (the last step then ends with a barrier too). A share of each step per phase, barrier included,
+  // for a benchmark; the results are the same either way.
+  long long* phase_cycles = nullptr;
 };
 
 // Whether one launch can take steps of `batch` rows: the shared memory of the classifier head's phase must

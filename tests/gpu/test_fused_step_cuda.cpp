@@ -359,6 +359,23 @@ TEST_CASE("the persistent kernel gives the fused step's bits, every buffer", "[g
   CHECK(to_host(persistent.cursor) == std::vector<int>{0});
 }
 
+TEST_CASE("the persistent kernel's phase timer counts every phase and changes no result",
+          "[gpu][persistent]") {
+  const SgdConfig sgd = sgd_config(0.01f, 0.9f, 0.0f, 0.0f, false);
+  FusedStepState plain(103), timed(103);
+  DeviceBuffer<long long> cycles(3);
+  CUDA_CHECK(cudaMemset(cycles.data(), 0, cycles.bytes()));
+  int sms = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  Stream stream;
+  enqueue_persistent_steps(plain.view(), 64, 64, sgd, 0, 4, sms, stream.get());
+  enqueue_persistent_steps(timed.view(), 64, 64, sgd, 0, 4, sms, stream.get(), cycles.data());
+  stream.synchronize();
+  check_same_buffers(timed, plain);
+  for (const long long c : to_host(cycles))
+    CHECK(c > 0);
+}
+
 TEST_CASE("the persistent kernel refuses what it cannot take", "[gpu][persistent]") {
   using Catch::Matchers::Contains;
   FusedStepState state(101);
