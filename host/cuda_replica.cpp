@@ -260,8 +260,10 @@ std::string CudaReplica::description() const {
     fused = ", fused head";
   std::string graphs;
   if (persistent_ && owns_all_reduce())
-    graphs = fmt::format(", up to {} steps a launch, {} block{} an SM", steps_per_graph_,
-                         persistent_blocks_per_sm_, persistent_blocks_per_sm_ == 1 ? "" : "s");
+    graphs = fmt::format(
+        ", {} a launch, {} block{} an SM",
+        steps_per_graph_ == 1 ? std::string("1 step") : fmt::format("up to {} steps", steps_per_graph_),
+        persistent_blocks_per_sm_, persistent_blocks_per_sm_ == 1 ? "" : "s");
   else if (graphs_on_ && steps_per_graph_ > 1)
     graphs = owns_all_reduce() ? fmt::format(", CUDA graphs of up to {} steps", steps_per_graph_)
                                : std::string(", CUDA graphs (several steps a graph need a lone replica)");

@@ -11,6 +11,7 @@
 #include "host/params.hpp"
 #include "kernels/gather.hpp"
 #include "kernels/linear.hpp"
+#include "kernels/persistent_step_cuda.hpp"
 #include "kernels/sgd.hpp"
 #include "kernels/softmax_xent.hpp"
 #include "tests/gpu/gpu_test_util.hpp"
@@ -350,6 +351,31 @@ TEST_CASE("CudaReplica checks its arguments and describes itself", "[gpu][replic
   // A larger shard than the activations were sized for grows them.
   gpu.compute_gradients(0, 100, 100);
   CHECK(std::isfinite(gpu.loss_sum()));
+}
+
+TEST_CASE("CudaReplica refuses a persistent kernel it cannot run, and names it",
+          "[gpu][replica][persistent]") {
+  using Catch::Matchers::Contains;
+  const DataSplits data = make_data(100, 10, 53);
+  CudaStepOptions step{GemmImpl::slab, true, true, true};
+  step.persistent = true;
+  // Without the fused step (or the graphs) there are no whole steps to run in it.
+  CudaStepOptions no_fused = step;
+  no_fused.fused_step = false;
+  CHECK_THROWS_WITH(CudaReplica(data, 0, no_fused), Contains("runs fused steps"));
+  // More blocks an SM than stay resident.
+  CudaStepOptions too_many = step;
+  too_many.persistent_blocks_per_sm = cuda::persistent_step_max_blocks_per_sm() + 1;
+  CHECK_THROWS_WITH(CudaReplica(data, 0, too_many), Contains("blocks an SM"));
+  too_many.persistent_blocks_per_sm = 0;
+  CHECK_THROWS_WITH(CudaReplica(data, 0, too_many), Contains("blocks an SM"));
+  // It says what it runs only once it owns its all-reduce (a lone replica, world size 1).
+  CudaReplica gpu(data, 0, step);
+  CHECK(gpu.description().find("persistent") == std::string::npos);
+  gpu.adopt_all_reduce([](cudaStream_t) {});
+  CHECK_THAT(gpu.description(),
+             Contains("fused step, persistent kernel") && Contains("1 step a launch, 1 block an SM"));
+  gpu.release_all_reduce();
 }
 
 TEST_CASE("the CUDA devices are listed and GEMM names parse", "[gpu]") {
