@@ -101,6 +101,8 @@ else
 fi
 stage "kernels and steps at batch 64 (mnist-dp-bench --quick --filter -b64/)" 90 "$OUT/kernels.txt" \
   "$BUILD_DIR/mnist-dp-bench" --quick --filter -b64/ --json "$OUT/kernels.json"
+# Where the persistent kernel's step goes, phase by phase (printed under its step row).
+grep -h "persistent, 64 steps a launch" "$OUT/kernels.txt" 2>/dev/null | sed 's/^ */phases: /' | tee -a "$summary"
 if command -v ncu >/dev/null 2>&1 && [ -d "$DATA" ]; then
   # Hardware counters of the step's kernels, plain and fast path, after 30 warm-up steps; clocks left alone.
   # ncu profiles the kernels of a graph's launches one by one, by name. (Not the persistent kernel: two
