@@ -6,8 +6,8 @@
 //   1. fc1's forward with the gather: the tiles of gather_linear (as many as its own launch has blocks), a
 //      tile at a time by the block's first slab::kThreads threads, which have a named barrier of their own;
 //   2. the classifier head: its blocks (head_split::grid_blocks), a block's worth at a time;
-//   3. fc1's weight gradient and every parameter's SGD step: the parameters over all the grid's threads,
-//      kPerPass side by side (the grid has a few threads a parameter where the kernel has one).
+//   3. fc1's weight gradient and every parameter's SGD step: the last kernel's items (a column of the weight
+//      gradient over 8 of its rows, or another parameter) over all the grid's threads.
 //
 // The phases' shared memory is one buffer, reused: the tile's in phase 1, the head's logits in phase 2.
 // The barriers are cooperative_groups' grid.sync(), which orders memory across the grid; nothing here is
@@ -30,9 +30,6 @@ namespace {
 constexpr int kThreads = detail::kHeadThreads;
 static_assert(kThreads >= detail::slab::kThreads && kThreads % detail::kWarpSize == 0 &&
               detail::slab::kThreads % detail::kWarpSize == 0);
-// Parameters a thread takes side by side in phase 3: SimpleNet's 203,530 over one block of 256 an SM of
-// an H200's 132 are 6 a thread.
-constexpr int kPerPass = 8;
 // __syncthreads() is barrier 0.
 constexpr int kTileBarrier = 1;
 
@@ -50,6 +47,8 @@ __device__ __forceinline__ void tile_barrier() {
   asm volatile("bar.sync %0, %1;" ::"n"(kTileBarrier), "n"(detail::slab::kThreads) : "memory");
 }
 
+// kVectorDy: phase 3's loads of dy as vectors (weight_gradient_sgd_elements.cuh).
+template <bool kVectorDy>
 __global__ void __launch_bounds__(kThreads) persistent_step_kernel(PersistentStepArgs a) {
   // 16-byte aligned, as dynamic shared memory always is: the tile's struct holds a long.
   extern __shared__ float4 shared[];
@@ -87,8 +86,8 @@ __global__ void __launch_bounds__(kThreads) persistent_step_kernel(PersistentSte
     }
     grid.sync();
     lap(1);
-    detail::weight_gradient_sgd_elements<kPerPass>(a.last, block * kThreads + static_cast<int>(threadIdx.x),
-                                                   blocks * kThreads);
+    detail::weight_gradient_sgd_items<kVectorDy>(a.last, block * kThreads + static_cast<int>(threadIdx.x),
+                                                 blocks * kThreads);
     // The last step needs no barrier, except to time its phase as the others are timed.
     if (step + 1 < a.steps || a.phase_cycles) grid.sync();
     lap(2);
@@ -107,10 +106,14 @@ int persistent_step_max_blocks_per_sm() {
   int cooperative = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, device));
   if (!cooperative) return 0;
-  int blocks = 0;
-  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, persistent_step_kernel, kThreads,
+  // The fewer of the two instantiations', so that either may be launched.
+  int vector = 0;
+  int scalar = 0;
+  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&vector, persistent_step_kernel<true>, kThreads,
                                                            kMaxSharedBytes));
-  return blocks;
+  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&scalar, persistent_step_kernel<false>, kThreads,
+                                                           kMaxSharedBytes));
+  return std::min(vector, scalar);
 }
 
 void persistent_steps(const PersistentStepArgs& a, int blocks, cudaStream_t stream) {
@@ -133,14 +136,16 @@ void persistent_steps(const PersistentStepArgs& a, int blocks, cudaStream_t stre
     throw std::invalid_argument("persistent_steps: rows past the reach of the kernel's 32-bit positions");
   validate(f);
   validate(h);
-  validate(l, static_cast<std::size_t>(blocks) * kThreads * kPerPass);
+  validate(l, static_cast<std::size_t>(blocks) * kThreads);
   if (a.steps == 0) return;
   const std::size_t shared = shared_bytes(f.batch, h.classes);
   PersistentStepArgs args = a;
   void* params[] = {&args};
-  const cudaError_t status = cudaLaunchCooperativeKernel(
-      reinterpret_cast<const void*>(persistent_step_kernel), dim3(static_cast<unsigned>(blocks)),
-      dim3(kThreads), params, shared, stream);
+  const void* kernel = detail::vector_dy_loads(l)
+                           ? reinterpret_cast<const void*>(persistent_step_kernel<true>)
+                           : reinterpret_cast<const void*>(persistent_step_kernel<false>);
+  const cudaError_t status = cudaLaunchCooperativeKernel(kernel, dim3(static_cast<unsigned>(blocks)),
+                                                         dim3(kThreads), params, shared, stream);
   // A refused launch (more blocks than stay resident, say) leaves its error for the next check otherwise.
   if (status != cudaSuccess) static_cast<void>(cudaGetLastError());
   CUDA_CHECK(status);

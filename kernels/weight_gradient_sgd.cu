@@ -1,6 +1,6 @@
 // A layer's weight gradient and the SGD step of every parameter, in one launch (contract:
-// weight_gradient_sgd_cuda.hpp): a grid-stride loop over the parameters, each element's work in
-// weight_gradient_sgd_elements.cuh.
+// weight_gradient_sgd_cuda.hpp): a thread an item (weight_gradient_sgd_elements.cuh: a column of the weight
+// gradient over 8 of its rows, or another parameter), in a grid-stride loop.
 #include <algorithm>
 #include <limits>
 #include <stdexcept>
@@ -14,15 +14,13 @@ namespace mnistdp::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr std::size_t kMaxBlocks = 4096;  // grid-stride beyond this; SimpleNet's 203,530 need 796 blocks
-// A full SM's threads resident (at most 32 registers a thread), so that the 796 blocks are one wave on an
-// H200's 132 SMs.
-constexpr int kMinBlocksPerSm = 2048 / kThreads;
+// Grid-stride beyond this; SimpleNet's 25,088 weight items and 2,826 others need 110 blocks.
+constexpr std::size_t kMaxBlocks = 4096;
 
-__global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
-    weight_gradient_sgd_kernel(WeightGradientSgdArgs a) {
+template <bool kVectorDy>
+__global__ void __launch_bounds__(kThreads) weight_gradient_sgd_kernel(WeightGradientSgdArgs a) {
   detail::wait_for_previous_kernel();  // dy, the gradients and the offset come from the kernels before
-  detail::weight_gradient_sgd_elements<1>(
+  detail::weight_gradient_sgd_items<kVectorDy>(
       a, static_cast<int>(blockIdx.x) * kThreads + static_cast<int>(threadIdx.x),
       static_cast<int>(gridDim.x) * kThreads);
   // Every block of the step's earlier kernels has read the offset: this kernel's wait above returned once
@@ -49,9 +47,14 @@ void validate(const WeightGradientSgdArgs& a, std::size_t index_stride) {
 void weight_gradient_sgd(const WeightGradientSgdArgs& a, cudaStream_t stream, LaunchOrder order) {
   validate(a, kMaxBlocks * kThreads);
   if (a.n == 0 && !a.cursor) return;
-  const std::size_t blocks = std::clamp<std::size_t>((a.n + kThreads - 1) / kThreads, 1, kMaxBlocks);
-  detail::launch<weight_gradient_sgd_kernel>(dim3(static_cast<unsigned>(blocks)), dim3(kThreads), 0, stream,
-                                             order, a);
+  const auto items =
+      static_cast<std::size_t>(detail::weight_gradient_sgd_item_count(a.out, a.in, static_cast<int>(a.n)));
+  const dim3 grid(
+      static_cast<unsigned>(std::clamp<std::size_t>((items + kThreads - 1) / kThreads, 1, kMaxBlocks)));
+  if (detail::vector_dy_loads(a))
+    detail::launch<weight_gradient_sgd_kernel<true>>(grid, dim3(kThreads), 0, stream, order, a);
+  else
+    detail::launch<weight_gradient_sgd_kernel<false>>(grid, dim3(kThreads), 0, stream, order, a);
 }
 
 }  // namespace mnistdp::cuda

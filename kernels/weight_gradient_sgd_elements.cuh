@@ -1,25 +1,51 @@
 #pragma once
-// The elements of the fused step's last kernel (contract: weight_gradient_sgd_cuda.hpp), shared by its own
-// launch (weight_gradient_sgd.cu) and the persistent step (persistent_step.cu), which must give the same
-// bits. CUDA-only (included by .cu files alone).
+// The work of the fused step's last kernel (contract: weight_gradient_sgd_cuda.hpp), shared by its own launch
+// (weight_gradient_sgd.cu) and the persistent step (persistent_step.cu), which must give the same bits.
+// CUDA-only (included by .cu files alone).
 //
-// One thread per parameter: for the layer's weights it first sums the gradient, dw[o, j] = sum over rows of
-// dy[r, o] x[r, j], rows ascending with fused multiply-adds from 0, as every hand-written GEMM sums an
-// element; the others read theirs from the gradient buffer. Then the update is sgd_update.cuh's, as in the
-// SGD kernel. A warp's threads hold consecutive j of one o: the loads of x coalesce and the load of dy is one
-// broadcast.
+// The work is cut into items, one a thread at a time:
+// - weight items first: item g * in + j takes column j of the layer's dw and its rows o in
+//   [g * kRows, (g + 1) * kRows): dw[o, j] = sum over the batch's rows r of dy[r, o] x[r, j], each a chain of
+//   fused multiply-adds from 0, r ascending, as every hand-written GEMM sums an element (so with the same
+//   bits); then those weights' SGD steps;
+// - then one item per other parameter: its SGD step, with the gradient the earlier kernels wrote.
+// Every update is sgd_update.cuh's, as in the SGD kernel.
+//
+// Why kRows rows an item: with one weight a thread, each multiply-add needs a load of x and one of dy, and at
+// batch 64 those are 26 M loads a step, more than the multiply-adds' own issue time (docs/kernels.md). Here
+// the kRows sums share each load of x[r, j]; a warp's threads hold consecutive j of one row group, so that
+// load coalesces and dy's kRows values are the same for the whole warp, loaded as kRows / 4 broadcast
+// vectors where dy's rows allow it (kVectorDy): 3 loads for 8 multiply-adds.
+#include <cstdint>
+
+#include "kernels/gemm_common.cuh"
 #include "kernels/sgd_update.cuh"
 #include "kernels/weight_gradient_sgd_cuda.hpp"
 
 namespace mnistdp::cuda::detail {
 
-// Parameters start, start + stride, ... below a.n, kPerPass of them side by side: a thread's sums are
-// independent chains of multiply-adds, and a grid with few threads a parameter (the persistent step's)
-// overlaps them rather than waiting on each load in turn. Each sum is the same, to the bit, whatever
-// kPerPass. The caller checks that a.n + stride * kPerPass fits in an int. a.cursor is not moved here.
-template <int kPerPass>
-__device__ __forceinline__ void weight_gradient_sgd_elements(const WeightGradientSgdArgs& a, int start,
-                                                             int stride) {
+inline constexpr int kWeightItemRows = 8;
+static_assert(kWeightItemRows % 4 == 0, "the vector loads of dy take 4 rows at a time");
+
+// How many items the layer's weights make, and all of the parameters (n of them, the weights first).
+__host__ __device__ constexpr int weight_items(int out, int in) {
+  return ceil_div(out, kWeightItemRows) * in;
+}
+__host__ __device__ constexpr int weight_gradient_sgd_item_count(int out, int in, int n) {
+  return weight_items(out, in) + (n - out * in);
+}
+
+// Whether dy's rows allow the vector loads: 16-byte aligned, and whole groups of 4 floats.
+inline bool vector_dy_loads(const WeightGradientSgdArgs& a) {
+  return a.out % 4 == 0 && reinterpret_cast<std::uintptr_t>(a.dy) % 16 == 0;
+}
+
+// Items start, start + stride, ... (weight_gradient_sgd_item_count of them); kVectorDy as
+// vector_dy_loads(a) says. The caller checks that a.n plus stride fits in an int. a.cursor is not moved here.
+template <bool kVectorDy>
+__device__ __forceinline__ void weight_gradient_sgd_items(const WeightGradientSgdArgs& a, int start,
+                                                          int stride) {
+  constexpr int kRows = kWeightItemRows;
   // Not written by this function (the outputs are other buffers). (They do change between the persistent
   // step's phases, so the read-only cache, which is not kept coherent within a launch, must not serve them:
   // tests/ptx checks that the compiled code never asks it to.)
@@ -27,39 +53,50 @@ __device__ __forceinline__ void weight_gradient_sgd_elements(const WeightGradien
   const float* __restrict__ x = a.x;    // [batch, in]
   const int n = static_cast<int>(a.n);
   const int weights = a.out * a.in;
-  for (int base = start; base < n; base += stride * kPerPass) {
-    bool weight[kPerPass];
-    int o[kPerPass];  // the element's row of dw, a column of dy
-    int j[kPerPass];  // its column of dw, a column of x
-    float acc[kPerPass];
+  const int weight_item_count = weight_items(a.out, a.in);
+  const int items = weight_item_count + (n - weights);
+  float* momentum = a.momentum;
+  for (int item = start; item < items; item += stride) {
+    if (item >= weight_item_count) {  // another parameter: its gradient is in the buffer
+      const int i = weights + (item - weight_item_count);
+      a.params[i] =
+          sgd_element(a.params[i], a.grads[i], momentum ? momentum + i : nullptr, a.sgd, a.first_step);
+      continue;
+    }
+    const int group = item / a.in;
+    const int j = item - group * a.in;
+    const int o0 = group * kRows;
+    const int rows = min(kRows, a.out - o0);  // with kVectorDy, a multiple of 4
+    float acc[kRows];
 #pragma unroll
-    for (int p = 0; p < kPerPass; ++p) {
-      const int i = base + p * stride;
-      weight[p] = i < weights;
-      o[p] = weight[p] ? i / a.in : 0;
-      j[p] = weight[p] ? i - o[p] * a.in : 0;
+    for (int p = 0; p < kRows; ++p)
       acc[p] = 0.0f;
-    }
-    const float* __restrict__ dy_row = dy;  // dy[r, :]
-    const float* __restrict__ x_row = x;    // x[r, :]
-    for (int r = 0; r < a.batch; ++r, dy_row += a.out, x_row += a.in) {
+    const float* __restrict__ dy_row = dy + o0;  // dy[r, o0 ...]
+    const float* __restrict__ x_at = x + j;      // x[r, j]
+    for (int r = 0; r < a.batch; ++r, dy_row += a.out, x_at += a.in) {
+      const float xv = *x_at;
+      if constexpr (kVectorDy) {
 #pragma unroll
-      for (int p = 0; p < kPerPass; ++p) {
-        if (weight[p]) acc[p] = fmaf(dy_row[o[p]], x_row[j[p]], acc[p]);
-      }
-    }
-#pragma unroll
-    for (int p = 0; p < kPerPass; ++p) {
-      const int i = base + p * stride;
-      if (i >= n) break;
-      float g;
-      if (weight[p]) {
-        a.grads[i] = acc[p];
-        g = acc[p];
+        for (int q = 0; q < kRows / 4; ++q) {
+          if (4 * q >= rows) break;
+          const float4 d = *reinterpret_cast<const float4*>(dy_row + 4 * q);
+          acc[4 * q + 0] = fmaf(d.x, xv, acc[4 * q + 0]);
+          acc[4 * q + 1] = fmaf(d.y, xv, acc[4 * q + 1]);
+          acc[4 * q + 2] = fmaf(d.z, xv, acc[4 * q + 2]);
+          acc[4 * q + 3] = fmaf(d.w, xv, acc[4 * q + 3]);
+        }
       } else {
-        g = a.grads[i];
+#pragma unroll
+        for (int p = 0; p < kRows; ++p)
+          if (p < rows) acc[p] = fmaf(dy_row[p], xv, acc[p]);
       }
-      a.params[i] = sgd_element(a.params[i], g, a.momentum ? a.momentum + i : nullptr, a.sgd, a.first_step);
+    }
+#pragma unroll
+    for (int p = 0; p < kRows; ++p) {
+      if (p >= rows) break;
+      const int i = (o0 + p) * a.in + j;
+      a.grads[i] = acc[p];
+      a.params[i] = sgd_element(a.params[i], acc[p], momentum ? momentum + i : nullptr, a.sgd, a.first_step);
     }
   }
 }

@@ -177,7 +177,9 @@ TEST_CASE("the weight gradient with SGD equals the weight GEMM and sgd_step to t
           "[gpu][fused_step]") {
   const int batch = GENERATE(0, 1, 7, 64, 65);
   const int in = GENERATE(1, 33, 784);
-  const int out = GENERATE(1, 10, 256);
+  // The kernel's items take 8 rows of dw: 1 and 10 with scalar loads of dy (rows not in groups of 4), 12 and
+  // 20 with vector loads and a last item of 4 rows, 256 with vector loads and whole items.
+  const int out = GENERATE(1, 10, 12, 20, 256);
   check_weight_gradient_sgd(batch, in, out, sgd_config(0.03f, 0.8f, 0.25f, 5e-4f, false), false);
 }
 
