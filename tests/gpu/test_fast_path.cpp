@@ -243,11 +243,7 @@ TEST_CASE("the fused step gives the plain path's parameters after 100 steps", "[
   const float momentum = GENERATE(0.9f, 0.0f);
   CAPTURE(gemm_impl_name(gemm), observe, momentum);
   const DataSplits data = testing::synthetic_splits(kTrainRows, 10, 59);
-  CudaStepOptions fast;
-  fast.gemm = gemm;
-  fast.cuda_graphs = true;
-  fast.fused_head = true;
-  fast.fused_step = true;
+  const CudaStepOptions fast{gemm, /*cuda_graphs=*/true, /*fused_head=*/true, /*fused_step=*/true};
   const Run plain = train(data, {gemm, false, false, false}, 1, Reduce::nccl, observe, kBatch, momentum);
   const Run fused = train(data, fast, 1, Reduce::nccl, observe, kBatch, momentum);
   check_same(fused, plain, gemm);
@@ -269,12 +265,8 @@ TEST_CASE("the fused step launched programmatically gives the plain path's param
   const bool observe = GENERATE(true, false);
   CAPTURE(gemm_impl_name(gemm), observe);
   const DataSplits data = testing::synthetic_splits(kTrainRows, 10, 61);
-  CudaStepOptions fast;
-  fast.gemm = gemm;
-  fast.cuda_graphs = true;
-  fast.fused_head = true;
-  fast.fused_step = true;
-  fast.programmatic_launch = true;
+  const CudaStepOptions fast{gemm, /*cuda_graphs=*/true, /*fused_head=*/true, /*fused_step=*/true,
+                             /*programmatic_launch=*/true};
   const Run plain = train(data, {gemm, false, false, false}, 1, Reduce::nccl, observe);
   const Run fused = train(data, fast, 1, Reduce::nccl, observe);
   check_same(fused, plain, gemm);
@@ -287,10 +279,8 @@ TEST_CASE("the fused step stands aside where the all-reduce is not the replica's
   // Three replicas on one GPU: each all-reduce needs the others', so the steps are the gradient graphs with
   // the fused head, and the results the plain path's to the bit.
   const DataSplits data = testing::synthetic_splits(kTrainRows, 10, 61);
-  CudaStepOptions fast;
-  fast.cuda_graphs = true;
-  fast.fused_head = true;
-  fast.fused_step = true;
+  const CudaStepOptions fast{GemmImpl::blocked, /*cuda_graphs=*/true, /*fused_head=*/true,
+                             /*fused_step=*/true};
   const Run plain = train(data, {GemmImpl::blocked, false, false, false}, 3, Reduce::same_device, false);
   const Run fused = train(data, fast, 3, Reduce::same_device, false);
   check_same(fused, plain, GemmImpl::blocked);
@@ -388,11 +378,7 @@ TEST_CASE("several steps a graph give the plain path's parameters after 100 step
   const bool observe = GENERATE(true, false);
   CAPTURE(per_graph, fused_step, observe);
   const DataSplits data = testing::synthetic_splits(kTrainRows, 10, 67);
-  CudaStepOptions fast;
-  fast.gemm = GemmImpl::slab;
-  fast.cuda_graphs = true;
-  fast.fused_head = fused_step;
-  fast.fused_step = fused_step;
+  CudaStepOptions fast{GemmImpl::slab, /*cuda_graphs=*/true, fused_step, fused_step};
   fast.steps_per_graph = per_graph;
   const Run plain = train(data, {GemmImpl::slab, false, false, false}, 1, Reduce::nccl, observe);
   const Run queued = train(data, fast, 1, Reduce::nccl, observe);
@@ -415,11 +401,7 @@ TEST_CASE("the persistent kernel gives the plain path's parameters after 100 ste
   const int blocks_per_sm = per_launch == 7 ? std::min(2, cuda::persistent_step_max_blocks_per_sm()) : 1;
   CAPTURE(per_launch, observe, momentum, blocks_per_sm);
   const DataSplits data = testing::synthetic_splits(kTrainRows, 10, 89);
-  CudaStepOptions fast;
-  fast.gemm = GemmImpl::slab;
-  fast.cuda_graphs = true;
-  fast.fused_head = true;
-  fast.fused_step = true;
+  CudaStepOptions fast{GemmImpl::slab, /*cuda_graphs=*/true, /*fused_head=*/true, /*fused_step=*/true};
   fast.persistent = true;
   fast.steps_per_graph = per_launch;
   fast.persistent_blocks_per_sm = blocks_per_sm;
