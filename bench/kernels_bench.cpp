@@ -1257,10 +1257,11 @@ class Runner {
   std::optional<Stream> stream_;
   std::optional<CublasHandle> cublas_;
   TimingConfig timing_;
-  // The persistent kernel with kPhaseSteps steps a launch, on the rows of step 0 every time: its device time
+  // The persistent kernel with kPhaseSteps steps a launch, on the rows of steps 0 to 63 every time: its device time
   // per step (CUDA events around each launch, median over the repeats, after one launch to warm up), and
-  // how a step divides among its three phases (the phase timer of cuda::PersistentStepArgs: block 0's SM
-  // clock, each phase with the barrier after it), those shares applied to the step's time.
+  // how a step divides among its three phases (the phase timer of cuda::PersistentStepArgs in one more
+  // launch: block 0's SM clock, each phase with the barrier after it), those shares applied to the step's
+  // median time.
   void persistent_phases(const StepView& view, int batch, const SgdConfig& sgd, int blocks) {
     constexpr int kPhaseSteps = 64;
     const cudaStream_t s = stream_->get();

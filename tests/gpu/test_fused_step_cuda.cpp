@@ -101,14 +101,19 @@ TEST_CASE("the gathered forward product equals the gather and the forward produc
 
 namespace {
 
-// The last kernel against the plain launches, on one shape with one SGD setting.
-void check_weight_gradient_sgd(int batch, int in, int out, const SgdConfig& cfg, bool first_step) {
-  CAPTURE(batch, in, out, cfg.lr, cfg.momentum, cfg.dampening, cfg.weight_decay, cfg.nesterov, first_step);
+// The last kernel against the plain launches, on one shape with one SGD setting. misaligned_dy: dy one float
+// into its allocation, so that its rows are not 16-byte aligned and the kernel loads it as scalars.
+void check_weight_gradient_sgd(int batch, int in, int out, const SgdConfig& cfg, bool first_step,
+                               bool misaligned_dy = false) {
+  CAPTURE(batch, in, out, cfg.lr, cfg.momentum, cfg.dampening, cfg.weight_decay, cfg.nesterov, first_step,
+          misaligned_dy);
   const auto weights = static_cast<std::size_t>(out) * static_cast<std::size_t>(in);
   const std::size_t n = weights + static_cast<std::size_t>(out) + 37;  // the layer's weights, then others
   Rng rng(static_cast<std::uint64_t>(batch) * 7919u + static_cast<std::uint64_t>(in) * 31u +
           static_cast<std::uint64_t>(out) + (first_step ? 1u : 0u));
-  const auto dy = random_floats(static_cast<std::size_t>(batch) * static_cast<std::size_t>(out), rng);
+  auto dy = random_floats(static_cast<std::size_t>(batch) * static_cast<std::size_t>(out), rng);
+  if (misaligned_dy) dy.insert(dy.begin(), 0.0f);
+  const std::size_t dy_offset = misaligned_dy ? 1 : 0;
   const auto xs = random_floats(static_cast<std::size_t>(batch) * static_cast<std::size_t>(in), rng);
   const auto params = random_floats(n, rng);
   auto grads = random_floats(n, rng);  // the other parameters' gradients, as the earlier kernels left them
@@ -126,7 +131,7 @@ void check_weight_gradient_sgd(int batch, int in, int out, const SgdConfig& cfg,
   Stream stream;
 
   cuda::WeightGradientSgdArgs args;
-  args.dy = d_dy.data();
+  args.dy = d_dy.data() + dy_offset;
   args.x = d_x.data();
   args.params = d_params.data();
   args.grads = d_grads.data();
@@ -155,7 +160,7 @@ void check_weight_gradient_sgd(int batch, int in, int out, const SgdConfig& cfg,
     p.m = out;
     p.n = in;
     p.k = batch;
-    p.a = d_dy.data();
+    p.a = d_dy.data() + dy_offset;
     p.lda = out;
     p.trans_a = true;
     p.b = d_x.data();
@@ -181,6 +186,9 @@ TEST_CASE("the weight gradient with SGD equals the weight GEMM and sgd_step to t
   // 20 with vector loads and a last item of 4 rows, 256 with vector loads and whole items.
   const int out = GENERATE(1, 10, 12, 20, 256);
   check_weight_gradient_sgd(batch, in, out, sgd_config(0.03f, 0.8f, 0.25f, 5e-4f, false), false);
+  // Rows in groups of 4 but not 16-byte aligned: scalar loads.
+  if (out % 4 == 0)
+    check_weight_gradient_sgd(batch, in, out, sgd_config(0.03f, 0.8f, 0.25f, 5e-4f, false), false, true);
 }
 
 TEST_CASE("the weight gradient with SGD equals sgd_step to the bit with every option", "[gpu][fused_step]") {
@@ -223,8 +231,10 @@ struct FusedStepState {
   DeviceBuffer<std::int32_t> order;
   DeviceBuffer<int> cursor;
   DeviceBuffer<float> params, grads, momentum, x, h, dh, logits, dlogits;
+  std::size_t dh_offset = 0;  // 1: dh's rows not 16-byte aligned, so that the last kernel loads it as scalars
 
-  explicit FusedStepState(std::uint64_t seed, int batch_rows = 64) {
+  explicit FusedStepState(std::uint64_t seed, int batch_rows = 64, bool misaligned_dh = false)
+      : dh_offset(misaligned_dh ? 1 : 0) {
     const auto n = static_cast<std::size_t>(batch_rows);
     Rng rng(seed);
     images = to_device(random_bytes(std::size_t{kImages} * L::kInput, rng));
@@ -240,7 +250,7 @@ struct FusedStepState {
     x = DeviceBuffer<float>(n * L::kInput);
     y = DeviceBuffer<std::uint8_t>(n);
     h = DeviceBuffer<float>(n * L::kHidden);
-    dh = DeviceBuffer<float>(n * L::kHidden);
+    dh = DeviceBuffer<float>(n * L::kHidden + dh_offset);
     logits = DeviceBuffer<float>(n * L::kClasses);
     dlogits = DeviceBuffer<float>(n * L::kClasses);
     poison(grads);
@@ -264,7 +274,7 @@ struct FusedStepState {
     v.x = x.data();
     v.y = y.data();
     v.h = h.data();
-    v.dh = dh.data();
+    v.dh = dh.data() + dh_offset;
     v.logits = logits.data();
     v.dlogits = dlogits.data();
     return v;
@@ -337,9 +347,11 @@ TEST_CASE("the persistent kernel gives the fused step's bits, every buffer", "[g
   const SgdConfig sgd =
       GENERATE(sgd_config(0.01f, 0.9f, 0.0f, 1e-4f, false), sgd_config(0.05f, 0.0f, 0.0f, 0.0f, false),
                sgd_config(0.02f, 0.8f, 0.1f, 0.0f, true));
-  CAPTURE(rows, full_steps, short_rows, blocks, sgd.lr, sgd.momentum, sgd.nesterov);
+  // dh not 16-byte aligned: phase 3 (and the last kernel) with scalar loads.
+  const bool misaligned_dh = GENERATE(false, true);
+  CAPTURE(rows, full_steps, short_rows, blocks, sgd.lr, sgd.momentum, sgd.nesterov, misaligned_dh);
   REQUIRE(rows * full_steps + short_rows <= FusedStepState::kImages);
-  FusedStepState fused(97, rows), persistent(97, rows);
+  FusedStepState fused(97, rows, misaligned_dh), persistent(97, rows, misaligned_dh);
   Stream stream;
   const cudaStream_t s = stream.get();
 
