@@ -86,12 +86,12 @@ __global__ void __launch_bounds__(kThreads) persistent_step_kernel(PersistentSte
     }
     grid.sync();
     lap(1);
-    // Items in warp-wide runs dealt to the blocks in turn (run w of block b is run w * blocks + b), so that
-    // the 873 runs of SimpleNet's items reach every SM, not only the first 110 blocks' worth.
-    const int warp = static_cast<int>(threadIdx.x) / detail::kWarpSize;
-    const int lane = static_cast<int>(threadIdx.x) % detail::kWarpSize;
-    detail::weight_gradient_sgd_items<kVectorDy>(a.last, (warp * blocks + block) * detail::kWarpSize + lane,
-                                                 blocks * kThreads);
+    // Items in warp-wide runs dealt to the blocks in turn, so that the 873 runs of SimpleNet's items reach
+    // every SM, not only the first 110 blocks' worth.
+    detail::weight_gradient_sgd_items<kVectorDy>(
+        a.last,
+        weight_items::dealt_first_item(block, blocks, static_cast<int>(threadIdx.x), detail::kWarpSize),
+        blocks * kThreads);
     // The last step needs no barrier, except to time its phase as the others are timed.
     if (step + 1 < a.steps || a.phase_cycles) grid.sync();
     lap(2);

@@ -48,8 +48,7 @@ void validate(const WeightGradientSgdArgs& a, std::size_t index_stride) {
 void weight_gradient_sgd(const WeightGradientSgdArgs& a, cudaStream_t stream, LaunchOrder order) {
   validate(a, kMaxBlocks * kThreads);
   if (a.n == 0 && !a.cursor) return;
-  const auto items =
-      static_cast<std::size_t>(detail::weight_gradient_sgd_item_count(a.out, a.in, static_cast<int>(a.n)));
+  const auto items = static_cast<std::size_t>(weight_items::item_count(a.out, a.in, static_cast<int>(a.n)));
   const dim3 grid(
       static_cast<unsigned>(std::clamp<std::size_t>((items + kThreads - 1) / kThreads, 1, kMaxBlocks)));
   if (detail::vector_dy_loads(a))
