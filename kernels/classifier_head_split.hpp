@@ -6,11 +6,7 @@
 // A column of dh (with its sum, fc1's bias gradient) costs `classes` times an element of fc2's dw, so the
 // columns go to warp 0 of blocks 0 .. column_warps - 1, 32 columns a warp and one such warp a block; every
 // other thread of the grid, in order, takes an element of dw and then of db: other_task numbers them.
-#if defined(__CUDACC__)
-#define MNISTDP_HOST_DEVICE __host__ __device__
-#else
-#define MNISTDP_HOST_DEVICE
-#endif
+#include "kernels/host_device.hpp"
 
 namespace mnistdp::head_split {
 

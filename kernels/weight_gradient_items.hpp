@@ -6,11 +6,7 @@
 // The parameters are n floats, the layer's weights [out, in] first. Weight items come first: item g * in + j
 // is column j of the weights over rows [g * kRows, min(out, (g + 1) * kRows)). Then one item per other
 // parameter, in order.
-#if defined(__CUDACC__)
-#define MNISTDP_HOST_DEVICE __host__ __device__
-#else
-#define MNISTDP_HOST_DEVICE
-#endif
+#include "kernels/host_device.hpp"
 
 namespace mnistdp::weight_items {
 
