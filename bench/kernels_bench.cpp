@@ -1257,28 +1257,18 @@ class Runner {
   std::optional<Stream> stream_;
   std::optional<CublasHandle> cublas_;
   TimingConfig timing_;
-  // The persistent kernel with kPhaseSteps steps a launch, on the rows of steps 0 to 63 every time: its device time
-  // per step (CUDA events around each launch, median over the repeats, after one launch to warm up), and
-  // how a step divides among its three phases (the phase timer of cuda::PersistentStepArgs in one more
-  // launch: block 0's SM clock, each phase with the barrier after it), those shares applied to the step's
-  // median time.
+  // The persistent kernel with kPhaseSteps steps a launch, on the rows of steps 0 to 63 every time: its
+  // device time per step (time_stream, as every row is timed), and how a step divides among its three phases
+  // (the phase timer of cuda::PersistentStepArgs in one more launch: block 0's SM clock, each phase with the
+  // barrier after it), those shares applied to the step's median time.
   void persistent_phases(const StepView& view, int batch, const SgdConfig& sgd, int blocks) {
     constexpr int kPhaseSteps = 64;
     const cudaStream_t s = stream_->get();
     auto launch = [&](long long* timer) {
       enqueue_persistent_steps(view, batch, kGlobalBatch, sgd, /*first=*/0, kPhaseSteps, blocks, s, timer);
     };
-    launch(nullptr);
-    Event start, stop;
-    std::vector<double> us;
-    for (int r = 0; r < timing_.repeats; ++r) {
-      start.record(s);
-      launch(nullptr);
-      stop.record(s);
-      stop.synchronize();
-      us.push_back(1e3 * static_cast<double>(stop.elapsed_ms_since(start)));
-    }
-    const Stats per_step = per_operation(summarize(us, 1), kPhaseSteps);
+    const Stats per_step =
+        per_operation(time_stream([&](long) { launch(nullptr); }, s, timing_), kPhaseSteps);
     DeviceBuffer<long long> cycles(3);
     CUDA_CHECK(cudaMemsetAsync(cycles.data(), 0, cycles.bytes(), s));
     launch(cycles.data());

@@ -549,8 +549,8 @@ bool CudaReplica::same_shape(const StepShape& a, const StepShape& b) {
 }
 
 bool CudaReplica::runs_persistent(const StepShape& shape) const {
-  return persistent_ && fused_step_ && shape.whole_step &&
-         cuda::persistent_step_fits(shape.count, L::kClasses);
+  // The constructor refuses the persistent kernel without the fused step.
+  return persistent_ && shape.whole_step && cuda::persistent_step_fits(shape.count, L::kClasses);
 }
 
 bool CudaReplica::queues(const StepShape& shape) const {

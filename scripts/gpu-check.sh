@@ -141,20 +141,21 @@ if [ "$build_ok" = 1 ]; then
   section "GPU tests (ctest -L gpu), those of the persistent kernel last"
   persistent="persistent|queued steps"
   incomplete=""
+  tests_part() {  # NAME LIMIT ctest-arguments...: appends to tests.log; notes a part stopped at its limit
+    local name=$1 limit=$2
+    shift 2
+    timeout --kill-after=10 "$limit" ctest --test-dir "$BUILD_DIR" -L gpu --output-on-failure "$@" \
+      >>"$OUT/tests.log" 2>&1
+    if [ $? = 124 ]; then
+      incomplete="$incomplete (INCOMPLETE: $name stopped at its ${limit}s limit)"
+      pkill -f mnistdp_gpu_tests 2>/dev/null
+    fi
+  }
   limit=$((BUDGET - SECONDS - 160))
   [ "$limit" -lt 150 ] && limit=150
-  timeout --kill-after=10 "$limit" ctest --test-dir "$BUILD_DIR" -L gpu -E "$persistent" --output-on-failure \
-    -j 4 --timeout 200 >"$OUT/tests.log" 2>&1
-  if [ $? = 124 ]; then
-    incomplete=" (INCOMPLETE: the first part stopped at its ${limit}s limit)"
-    pkill -f mnistdp_gpu_tests 2>/dev/null
-  fi
-  timeout --kill-after=10 100 ctest --test-dir "$BUILD_DIR" -L gpu -R "$persistent" --output-on-failure -j 1 \
-    --timeout 90 >>"$OUT/tests.log" 2>&1
-  if [ $? = 124 ]; then
-    incomplete="$incomplete (INCOMPLETE: the persistent kernel's part stopped at its 100s limit)"
-    pkill -f mnistdp_gpu_tests 2>/dev/null
-  fi
+  : >"$OUT/tests.log"
+  tests_part "the first part" "$limit" -E "$persistent" -j 4 --timeout 200
+  tests_part "the persistent kernel's part" 100 -R "$persistent" -j 1 --timeout 90
   tail -25 "$OUT/tests.log"
   note "gpu tests: $(ctest_counts "$OUT/tests.log")$incomplete"
 fi

@@ -281,6 +281,13 @@ struct FusedStepState {
   }
 };
 
+// Device 0's SMs: the persistent kernel's grids are counted in them.
+int sm_count() {
+  int sms = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  return sms;
+}
+
 // Every buffer of `got` but the row offset equal to `want`'s, to the bit.
 void check_same_buffers(const FusedStepState& got, const FusedStepState& want) {
   CHECK(bitwise_equal(to_host(got.params), to_host(want.params)));
@@ -341,8 +348,7 @@ TEST_CASE("the persistent kernel gives the fused step's bits, every buffer", "[g
   // that is not new.
   const auto [rows, full_steps, short_rows] =
       GENERATE(table<int, int, int>({{64, 4, 44}, {100, 2, 99}, {1, 5, 1}}));
-  int sms = 0;
-  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const int sms = sm_count();
   const int blocks = GENERATE_COPY(5, sms, sms * cuda::persistent_step_max_blocks_per_sm());
   const SgdConfig sgd =
       GENERATE(sgd_config(0.01f, 0.9f, 0.0f, 1e-4f, false), sgd_config(0.05f, 0.0f, 0.0f, 0.0f, false),
@@ -379,8 +385,7 @@ TEST_CASE("the persistent kernel's phase timer counts every phase and changes no
   FusedStepState plain(103), timed(103);
   DeviceBuffer<long long> cycles(3);
   CUDA_CHECK(cudaMemset(cycles.data(), 0, cycles.bytes()));
-  int sms = 0;
-  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const int sms = sm_count();
   Stream stream;
   enqueue_persistent_steps(plain.view(), 64, 64, sgd, 0, 4, sms, stream.get());
   enqueue_persistent_steps(timed.view(), 64, 64, sgd, 0, 4, sms, stream.get(), cycles.data());
@@ -410,7 +415,6 @@ TEST_CASE("the persistent kernel refuses what it cannot take", "[gpu][persistent
   // More blocks than stay resident: the cooperative launch is refused, not left to hang.
   const int most = cuda::persistent_step_max_blocks_per_sm();
   CHECK(most >= 1);
-  int sms = 0;
-  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const int sms = sm_count();
   CHECK_THROWS_AS(enqueue_persistent_steps(v, 64, 64, sgd, 0, 1, sms * most + 1, nullptr), CudaError);
 }
