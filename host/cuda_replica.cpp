@@ -161,15 +161,11 @@ CudaReplica::CudaReplica(const DataSplits& data, int device, const CudaStepOptio
   if (persistent_ && !(fused_step_ && graphs_on_))
     throw std::invalid_argument("CudaReplica: the persistent kernel runs fused steps, with CUDA graphs on");
   if (persistent_) {
-    // Refused now rather than at the first step: a device without cooperative launches, or more blocks than
-    // stay resident (the grid-wide barrier would wait for blocks that never start).
-    const int most = cuda::persistent_step_max_blocks_per_sm();
-    if (most == 0) {
-      throw std::invalid_argument(
-          fmt::format("the persistent kernel (--persistent) needs cooperative launches, which cuda:{} {} "
-                      "does not take here",
-                      device_, device_name_));
-    }
+    // More blocks than stay resident are refused now rather than at the first step: the grid-wide barrier
+    // would wait for blocks that never start. A device without cooperative launches is refused only where
+    // the kernel would run, once the replica is handed its all-reduce (adopt_all_reduce).
+    persistent_most_blocks_per_sm_ = cuda::persistent_step_max_blocks_per_sm();
+    const int most = std::max(persistent_most_blocks_per_sm_, 1);
     if (persistent_blocks_per_sm_ < 1 || persistent_blocks_per_sm_ > most) {
       throw std::invalid_argument(
           fmt::format("the persistent kernel on cuda:{} {} takes 1 to {} blocks an SM, not {}", device_,
@@ -250,14 +246,17 @@ std::size_t CudaReplica::device_bytes() const {
 
 std::string CudaReplica::description() const {
   // The fused step runs only once the communicator has handed this replica its all-reduce (a lone replica).
-  const char* fused = "";
-  if (fused_step_)
-    fused = !owns_all_reduce() ? ", fused head (the fused step needs a lone replica)"
-            : persistent_      ? ", fused step, persistent kernel"
-            : fused_order_ == cuda::LaunchOrder::programmatic ? ", fused step, programmatic launch"
-                                                              : ", fused step";
-  else if (fused_head_)
-    fused = ", fused head";
+  // Shards too large for the fused head run the plain launches (in graphs, with graphs on).
+  std::string fused;
+  if (fused_step_ || fused_head_) {
+    const char* what = !fused_step_ || !owns_all_reduce()                ? "fused head"
+                       : persistent_                                     ? "fused step, persistent kernel"
+                       : fused_order_ == cuda::LaunchOrder::programmatic ? "fused step, programmatic launch"
+                                                                         : "fused step";
+    fused =
+        fmt::format(", {} for shards of up to {} rows{}", what, cuda::classifier_head_max_rows(L::kClasses),
+                    fused_step_ && !owns_all_reduce() ? " (the fused step needs a lone replica)" : "");
+  }
   std::string graphs;
   if (persistent_ && owns_all_reduce())
     graphs = fmt::format(
@@ -649,6 +648,13 @@ void CudaReplica::adopt_all_reduce(AllReduceFn all_reduce) {
   if (pending_ || all_reduce_owed_ || queued_)
     throw std::logic_error(
         "adopt_all_reduce: a step is in progress (between compute_gradients and sgd_step, or queued)");
+  // A lone replica: from here on its whole steps run in the persistent kernel, if it was asked for.
+  if (persistent_ && persistent_most_blocks_per_sm_ == 0) {
+    throw std::invalid_argument(
+        fmt::format("the persistent kernel (--persistent) needs cooperative launches, which cuda:{} {} "
+                    "does not take here",
+                    device_, device_name_));
+  }
   // Graphs captured before hold no all-reduce; whole-step shapes are captured anew.
   graphs_.clear();
   all_reduce_ = std::move(all_reduce);

@@ -117,7 +117,8 @@ struct CudaStepOptions {
   // launched as one persistent kernel (kernels/persistent_step_cuda.hpp) instead of a graph: its phases a
   // grid-wide barrier apart where the fused step's kernels are a kernel boundary apart. The same bits.
   bool persistent = false;
-  // With persistent: the kernel's blocks per SM (1 to the most that stay resident).
+  // With persistent: the kernel's blocks per SM (1 to the most that stay resident). A device without
+  // cooperative launches is refused when the replica is handed its all-reduce, where the kernel would run.
   int persistent_blocks_per_sm = 1;
   // With gemm cublas: cuBLAS's products in TF32 on tensor cores (CublasHandle). Not the plain path's
   // results: an option whose accuracy is measured, never the default.
@@ -279,6 +280,8 @@ class CudaReplica final : public Replica {
   cuda::LaunchOrder fused_order_ = cuda::LaunchOrder::serial;
   bool persistent_ = false;
   int persistent_blocks_per_sm_ = 1;
+  int persistent_most_blocks_per_sm_ =
+      0;  // the device's; 0: no cooperative launches (queried with persistent)
   std::string device_name_;
   int cc_major_ = 0;
   int cc_minor_ = 0;

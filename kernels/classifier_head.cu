@@ -30,6 +30,11 @@ bool classifier_head_fits(int batch, int classes) {
          detail::classifier_head_shared_bytes(batch, classes) <= kMaxSharedBytes;
 }
 
+int classifier_head_max_rows(int classes) {
+  if (classes < 1) throw std::invalid_argument("classifier_head_max_rows: no classes");
+  return static_cast<int>(kMaxSharedBytes / detail::classifier_head_shared_bytes(1, classes));
+}
+
 void validate(const ClassifierHeadArgs& a) {
   if (a.batch < 0 || a.hidden < 1 || a.classes < 1) throw std::invalid_argument("classifier_head: bad shape");
   if (!classifier_head_fits(a.batch, a.classes)) {

@@ -21,6 +21,8 @@ namespace mnistdp::cuda {
 // gradient in shared memory, 2 * batch * classes floats, which must fit in 47 KiB (with 10 classes: 601
 // rows).
 bool classifier_head_fits(int batch, int classes);
+// The most rows that fit (classifier_head_fits), for `classes` >= 1 classes.
+int classifier_head_max_rows(int classes);
 
 // h: [batch, hidden], fc1's output after the ReLU   w: [classes, hidden]   b: [classes]
 // labels: [batch], each < classes

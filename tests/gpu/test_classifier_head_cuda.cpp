@@ -159,6 +159,10 @@ TEST_CASE("the classifier head equals the plain launches to the bit and the refe
 
 TEST_CASE("the classifier head refuses shapes it cannot take", "[gpu][classifier_head]") {
   CHECK(cuda::classifier_head_fits(601, 10));
+  CHECK(cuda::classifier_head_max_rows(10) == 601);
+  CHECK(cuda::classifier_head_fits(cuda::classifier_head_max_rows(7), 7));
+  CHECK_FALSE(cuda::classifier_head_fits(cuda::classifier_head_max_rows(7) + 1, 7));
+  CHECK_THROWS_AS(cuda::classifier_head_max_rows(0), std::invalid_argument);
   CHECK_FALSE(cuda::classifier_head_fits(602, 10));
   CHECK_FALSE(cuda::classifier_head_fits(-1, 10));
   CHECK_FALSE(cuda::classifier_head_fits(64, 0));

@@ -372,9 +372,11 @@ TEST_CASE("CudaReplica refuses a persistent kernel it cannot run, and names it",
   // It says what it runs only once it owns its all-reduce (a lone replica, world size 1).
   CudaReplica gpu(data, 0, step);
   CHECK(gpu.description().find("persistent") == std::string::npos);
+  CHECK_THAT(gpu.description(), Contains("fused head for shards of up to 601 rows (the fused step needs a "
+                                         "lone replica)"));
   gpu.adopt_all_reduce([](cudaStream_t) {});
-  CHECK_THAT(gpu.description(),
-             Contains("fused step, persistent kernel") && Contains("1 step a launch, 1 block an SM"));
+  CHECK_THAT(gpu.description(), Contains("fused step, persistent kernel for shards of up to 601 rows, 1 step "
+                                         "a launch, 1 block an SM"));
   gpu.release_all_reduce();
 }
 
