@@ -280,8 +280,9 @@ class CudaReplica final : public Replica {
   cuda::LaunchOrder fused_order_ = cuda::LaunchOrder::serial;
   bool persistent_ = false;
   int persistent_blocks_per_sm_ = 1;
-  int persistent_most_blocks_per_sm_ =
-      0;  // the device's; 0: no cooperative launches (queried with persistent)
+  // The device's most blocks per SM for the persistent kernel (queried with persistent); 0: no cooperative
+  // launches.
+  int persistent_most_blocks_per_sm_ = 0;
   std::string device_name_;
   int cc_major_ = 0;
   int cc_minor_ = 0;

@@ -25,14 +25,13 @@ __global__ void __launch_bounds__(kHeadThreads) classifier_head_kernel(Classifie
 
 }  // namespace
 
-bool classifier_head_fits(int batch, int classes) {
-  return batch >= 0 && classes >= 1 &&
-         detail::classifier_head_shared_bytes(batch, classes) <= kMaxSharedBytes;
-}
-
 int classifier_head_max_rows(int classes) {
   if (classes < 1) throw std::invalid_argument("classifier_head_max_rows: no classes");
   return static_cast<int>(kMaxSharedBytes / detail::classifier_head_shared_bytes(1, classes));
+}
+
+bool classifier_head_fits(int batch, int classes) {
+  return batch >= 0 && classes >= 1 && batch <= classifier_head_max_rows(classes);
 }
 
 void validate(const ClassifierHeadArgs& a) {
