@@ -2,7 +2,12 @@
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
+#include <cerrno>
+#include <charconv>
 #include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <limits>
 #include <sstream>
 #include <string_view>
 
@@ -18,17 +23,56 @@ namespace {
 
 constexpr const char* kVersion = "mnist-dp 0.1.0";
 
-// CLI11's number checks let "nan" and "inf" through; a learning rate of NaN is never what anyone meant.
-const CLI::Validator kFinite(
-    [](std::string& value) -> std::string {
-      try {
-        if (!std::isfinite(std::stod(value))) return "must be a finite number, got " + value;
-      } catch (const std::exception&) {
-        return "must be a number, got " + value;
-      }
-      return {};
-    },
-    "FINITE");
+// One sentence per bad value, with the accepted range in plain numbers: CLI11's own checks print the limits
+// of a double in full (300 digits), call "abc" out of range rather than not a number, and join the messages
+// of combined checks.
+CLI::Validator whole_number(unsigned long long least, unsigned long long most) {
+  return CLI::Validator(
+      [least, most](std::string& value) -> std::string {
+        const std::string range = fmt::format("give a whole number from {} to {}", least, most);
+        const bool negative = !value.empty() && value[0] == '-';
+        const std::string_view digits =
+            std::string_view(value).substr(!value.empty() && (value[0] == '-' || value[0] == '+') ? 1 : 0);
+        if (digits.empty() || digits.find_first_not_of("0123456789") != std::string_view::npos)
+          return fmt::format("'{}' is not a whole number; give one from {} to {}", value, least, most);
+        unsigned long long magnitude = 0;
+        const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), magnitude);
+        const bool fits = error == std::errc() && end == digits.data() + digits.size();
+        // Every range here starts at 0 or above, so a negative number other than -0 is out of it.
+        const bool in_range =
+            fits && (magnitude == 0 || !negative) && magnitude >= least && magnitude <= most;
+        if (!in_range) return fmt::format("{} is out of range; {}", value, range);
+        return {};
+      },
+      fmt::format("{} to {}", least, most));
+}
+
+// The SGD settings are 32-bit floats: a value that is finite as a double may not be one as a float (1e99),
+// and a tiny one becomes 0 (1e-50). Both are refused rather than changed.
+constexpr double kFloatMax = std::numeric_limits<float>::max();
+constexpr double kFloatMin = std::numeric_limits<float>::min();
+
+// most_text: the upper limit as the message shows it (the float maximum as "3.4e38", not its 39 digits).
+CLI::Validator real_number(double least, double most, std::string most_text) {
+  return CLI::Validator(
+      [least, most, most_text](std::string& value) -> std::string {
+        const std::string range = fmt::format("give a number from {} to {}", least, most_text);
+        char* end = nullptr;
+        errno = 0;
+        const double x = value.empty() ? 0.0 : std::strtod(value.c_str(), &end);
+        if (value.empty() || end != value.c_str() + value.size() || std::isnan(x))
+          return fmt::format("'{}' is not a number; give one from {} to {}", value, least, most_text);
+        if (!std::isfinite(x) || x < least || x > most)
+          return fmt::format("{} is out of range; {}", value, range);
+        if (x != 0.0 && std::fabs(x) < kFloatMin)
+          return fmt::format(
+              "{} is too small to be held as a 32-bit float (it would be 0); give 0 or a "
+              "number from 1.2e-38 to {}",
+              value, most_text);
+        return {};
+      },
+      fmt::format("{} to {}", least, most_text));
+}
 
 void add_train_options(CLI::App& train, TrainOptions& o) {
   TrainConfig& t = o.train;
@@ -37,37 +81,38 @@ void add_train_options(CLI::App& train, TrainOptions& o) {
       "Folder with the four MNIST files (raw or .gz), or a torchvision root holding MNIST/raw or "
       "FashionMNIST/raw. Default: ./data, then /usr/share/datasets/fashion-mnist");
   train.add_option("--epochs", t.epochs, "Passes over the training set")
-      ->check(CLI::Range(1, 100000))
+      ->check(whole_number(1, 100000))
       ->capture_default_str();
   train.add_option("--batch-size", t.batch_size, "Global batch size, split across the replicas")
-      ->check(CLI::Range(1, 60000))
+      ->check(whole_number(1, 60000))
       ->capture_default_str();
   train.add_option("--lr", t.sgd.lr, "Learning rate")
-      ->check(kFinite & CLI::NonNegativeNumber)
+      ->check(real_number(0, kFloatMax, "3.4e38"))
       ->capture_default_str();
   train.add_option("--momentum", t.sgd.momentum, "SGD momentum (torch.optim.SGD's)")
-      ->check(kFinite & CLI::NonNegativeNumber)
+      ->check(real_number(0, kFloatMax, "3.4e38"))
       ->capture_default_str();
   train.add_option("--dampening", t.sgd.dampening, "Dampening of the momentum")
-      ->check(kFinite & CLI::Range(0.0, 1.0))
+      ->check(real_number(0, 1, "1"))
       ->capture_default_str();
   train.add_option("--weight-decay", t.sgd.weight_decay, "L2 penalty added to the gradient")
-      ->check(kFinite & CLI::NonNegativeNumber)
+      ->check(real_number(0, kFloatMax, "3.4e38"))
       ->capture_default_str();
   train.add_flag("--nesterov", t.sgd.nesterov, "Nesterov momentum (needs --momentum > 0 and no dampening)");
   train.add_option("--seed", t.seed, "Seed of the initial parameters and of every epoch's shuffle")
+      ->check(whole_number(0, std::numeric_limits<std::uint64_t>::max()))
       ->capture_default_str();
   train.add_option("--log-interval", t.log_interval, "Print the loss every this many steps")
-      ->check(CLI::Range(1, 1000000))
+      ->check(whole_number(1, 1000000))
       ->capture_default_str();
   train.add_option("--max-steps", t.max_steps, "Stop after this many steps in all (0: no limit)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(whole_number(0, 1'000'000'000'000))
       ->capture_default_str();
   train
       .add_option(
           "--replicas", o.replicas,
           "Model replicas: CPU threads, or replicas sharing one GPU (default: 1 on the CPU, one per GPU)")
-      ->check(CLI::Range(1, 1024));
+      ->check(whole_number(1, 1024));
   train.add_option("--devices", o.devices, "GPUs to train on: all, or a list such as 0,1,3")
       ->check([](const std::string& v) {
         try {
@@ -81,10 +126,10 @@ void add_train_options(CLI::App& train, TrainOptions& o) {
   train
       .add_option("--check-replicas", t.check_replicas,
                   "Every this many steps, verify that all replicas hold bit-identical parameters (0: never)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(whole_number(0, 1'000'000'000))
       ->capture_default_str();
   train.add_option("--threads", o.threads, "OpenBLAS threads per CPU replica")
-      ->check(CLI::Range(1, 1024))
+      ->check(whole_number(1, 1024))
       ->capture_default_str();
   train.add_option("--device", o.device, "Where to train: auto (a GPU when one is usable), cpu or cuda")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
@@ -121,7 +166,7 @@ void add_train_options(CLI::App& train, TrainOptions& o) {
       .add_option("--steps-per-graph", o.steps_per_graph,
                   "With one GPU replica: replay up to N consecutive steps as one CUDA graph (or, with "
                   "--persistent, run them in one launch); above 1, implies --cuda-graphs (the same results)")
-      ->check(CLI::Range(1, 4096))
+      ->check(whole_number(1, 4096))
       ->capture_default_str();
   train.add_option("--metrics", o.metrics, "Write metrics as JSON lines to this file");
   train.add_flag_callback(
@@ -142,7 +187,7 @@ void add_train_options(CLI::App& train, TrainOptions& o) {
       "--trace", o.trace,
       "Write a timeline of each replica's phases (Chrome trace format, for Perfetto) to this file");
   train.add_option("--trace-steps", o.trace_steps, "Steps the timeline covers, from the start")
-      ->check(CLI::Range(1L, 100000L))
+      ->check(whole_number(1, 100000))
       ->capture_default_str();
   train
       .add_option(
@@ -156,7 +201,7 @@ void add_train_options(CLI::App& train, TrainOptions& o) {
           "--timeout", o.timeout_seconds,
           "Multi-process runs: seconds a rank waits for the others (to join, and at each step) before "
           "it gives up with an error")
-      ->check(kFinite & CLI::Range(0.1, 86400.0))
+      ->check(real_number(0.1, 86400, "86400"))
       ->capture_default_str();
 }
 
@@ -173,9 +218,9 @@ void add_eval_options(CLI::App& eval, EvalOptions& o) {
 }
 
 void check_consistency(const TrainOptions& o) {
-  if (o.train.sgd.nesterov && (o.train.sgd.momentum <= 0.0f || o.train.sgd.dampening != 0.0f))
-    throw UsageError(
-        "--nesterov needs --momentum greater than 0 and --dampening 0 (as torch.optim.SGD requires)");
+  // A resumed run's SGD settings are complete only once merged with the checkpoint's (start_state checks
+  // them then).
+  if (!o.resume) check_sgd_settings(o.train.sgd);
   if (o.tf32 && o.gemm != "cublas")
     throw UsageError(
         "--tf32 is cuBLAS's tensor-core mode: it needs --gemm cublas (the hand-written products "
@@ -183,6 +228,16 @@ void check_consistency(const TrainOptions& o) {
 }
 
 }  // namespace
+
+void check_sgd_settings(const SgdConfig& sgd) {
+  if (sgd.nesterov && (sgd.momentum <= 0.0f || sgd.dampening != 0.0f))
+    throw UsageError(
+        "--nesterov needs --momentum greater than 0 and --dampening 0 (as torch.optim.SGD requires)");
+}
+
+bool TrainOptions::is_given(std::string_view option) const {
+  return given.find(std::string(option)) != given.end();
+}
 
 std::vector<int> parse_device_list(const std::string& devices) {
   if (devices == "all") return {};
@@ -240,6 +295,8 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
     result.action = CommandLine::Action::Eval;
     return result;
   }
+  for (const CLI::Option* option : train->get_options())
+    if (option->count() > 0) result.train.given.insert(option->get_name());
   check_consistency(result.train);
   result.train.train.trace_steps = result.train.trace ? result.train.trace_steps : 0;
   result.action = CommandLine::Action::Train;
@@ -276,7 +333,10 @@ int run_train_in_world(const TrainOptions& options, const std::string& prefix) {
     std::fflush(stderr);
     if (group) {
       const auto* remote = dynamic_cast<const RemoteRankError*>(&e);
-      group->abort(remote ? remote->rank() : launch.rank, remote ? e.what() : failure.text);
+      // The other ranks say "error: rank N failed: ..." themselves.
+      const std::string_view text = failure.text;
+      const std::string_view plain = text.substr(text.rfind("error: ", 0) == 0 ? 7 : 0);
+      group->abort(remote ? remote->rank() : launch.rank, remote ? e.what() : std::string(plain));
     }
     return failure.exit_code;
   }

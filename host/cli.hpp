@@ -3,8 +3,10 @@
 // every refusal of a bad value without training anything.
 #include <filesystem>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "host/trainer.hpp"
@@ -40,6 +42,11 @@ struct TrainOptions {
   std::string launcher =
       "auto";                    // how the processes of a multi-process run find each other (host/launch.hpp)
   double timeout_seconds = 300;  // how long a rank waits for the others before it gives up
+
+  // The options given on the command line ("--lr"), as against those left at their defaults: a resumed run
+  // takes the checkpoint's settings unless given, and the GPU-only options ignored on the CPU are named.
+  std::set<std::string> given;
+  bool is_given(std::string_view option) const;
 };
 
 struct EvalOptions {
@@ -64,6 +71,9 @@ class UsageError : public std::runtime_error {
 };
 
 CommandLine parse_command_line(int argc, const char* const* argv);
+
+// Throws UsageError when the SGD settings cannot go together (as torch.optim.SGD refuses them).
+void check_sgd_settings(const SgdConfig& sgd);
 
 // "all" -> empty (every visible device); "0,1,3" -> {0, 1, 3}. Throws UsageError naming --devices.
 std::vector<int> parse_device_list(const std::string& devices);

@@ -24,6 +24,7 @@ class CpuReplica final : public Replica {
   float* gradient_buffer() override { return grads_.data(); }
   void sgd_step(const SgdConfig& cfg) override;
   float loss_sum() override;
+  bool loss_on_host() const override { return true; }
   EvalResult evaluate() override;
   void trace_steps(long steps) override { timeline_.start(steps); }
   std::vector<StepMarks> take_trace() override { return timeline_.take(); }

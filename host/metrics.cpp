@@ -26,6 +26,12 @@ void MetricsWriter::on_step_loss(const StepLoss& s) {
       nlohmann::json{{"event", "step"}, {"epoch", s.epoch}, {"step", s.step}, {"loss", s.loss}}.dump());
 }
 
+void MetricsWriter::on_diverged(const StepLoss& s) {
+  write_line(
+      nlohmann::json{{"event", "diverged"}, {"epoch", s.epoch}, {"step", s.step}, {"loss", loss_text(s.loss)}}
+          .dump());
+}
+
 void MetricsWriter::on_epoch_end(const EpochReport& r) {
   nlohmann::json record{{"event", "epoch"},     {"epoch", r.epoch},     {"steps", r.steps},
                         {"samples", r.samples}, {"seconds", r.seconds}, {"complete", r.complete}};

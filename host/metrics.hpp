@@ -3,6 +3,9 @@
 //   {"event":"start", ...the configuration...}
 //   {"event":"step","epoch":0,"step":100,"loss":0.53}
 //   {"event":"epoch","epoch":0,"steps":938,"seconds":0.51,"test_loss":0.45,"test_accuracy":0.83}
+//   {"event":"diverged","epoch":0,"step":249,"loss":"nan"}   the first step whose loss is not finite (JSON
+//   has
+//                                                             no NaN or infinity, so the value is a string)
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -18,6 +21,7 @@ class MetricsWriter final : public TrainListener {
 
   void on_step_loss(const StepLoss& s) override;
   void on_epoch_end(const EpochReport& r) override;
+  void on_diverged(const StepLoss& s) override;
 
  private:
   void write_line(const std::string& line);

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "host/cpu_replica.hpp"
+#include "host/progress.hpp"
 #include "kernels/linear.hpp"
 
 #ifdef MNISTDP_WITH_CUDA
@@ -23,11 +24,13 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 Placement cpu_placement(const TrainOptions& o, const LaunchInfo& launch) {
   Placement p;
   p.replicas = o.replicas > 0 ? o.replicas : 1;
-  p.device_lines.push_back(
-      fmt::format("cpu: {}{} replica{} on {} thread{}, OpenBLAS ({} kernels) with {} thread{} each",
-                  launch.multi_process() ? fmt::format("each of {} processes, ", launch.world_size) : "",
-                  p.replicas, p.replicas == 1 ? "" : "s", p.replicas, p.replicas == 1 ? "" : "s",
-                  blas::core_name(), o.threads, o.threads == 1 ? "" : "s"));
+  // Each replica runs on a thread of its own, and each calls OpenBLAS with --threads threads.
+  p.device_lines.push_back(fmt::format(
+      "cpu: {}{}, OpenBLAS ({} kernels) with {} thread{}{}",
+      launch.multi_process() ? fmt::format("each of {} processes, ", launch.world_size) : "",
+      p.replicas == 1 ? std::string("1 replica")
+                      : fmt::format("{} replicas, each on its own thread", p.replicas),
+      blas::core_name(), o.threads, o.threads == 1 ? "" : "s", p.replicas == 1 ? "" : " per replica"));
   return p;
 }
 
@@ -120,7 +123,8 @@ Placement gpu_placement(const TrainOptions& o, const std::vector<CudaDeviceInfo>
 
 }  // namespace
 
-Placement choose_placement(const TrainOptions& o, const LaunchInfo& launch) {
+Placement choose_placement(const TrainOptions& o, const LaunchInfo& launch,
+                           [[maybe_unused]] std::string_view activity) {
 #ifdef MNISTDP_WITH_CUDA
   if (o.device == "cpu") return cpu_placement(o, launch);
   std::string why_none;
@@ -132,7 +136,8 @@ Placement choose_placement(const TrainOptions& o, const LaunchInfo& launch) {
   }
   if (o.device == "cuda")
     throw std::runtime_error(fmt::format("--device cuda: no usable CUDA device ({})", why_none));
-  if (launch.rank == 0) fmt::print("no usable CUDA device ({}); training on the CPU\n", why_none);
+  if (launch.rank == 0)
+    console_print(stdout, "no usable CUDA device ({}); {} on the CPU\n", why_none, activity);
   return cpu_placement(o, launch);
 #else
   if (o.device == "cuda")

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "host/cli.hpp"
@@ -25,8 +26,10 @@ struct Placement {
 
 // In a multi-process launch each process takes one GPU, the one its local rank names (or the local rank's
 // entry of --devices), and makes it current before any other CUDA call, so that no process opens a context on
-// another's GPU. Messages are printed by rank 0 only.
-Placement choose_placement(const TrainOptions& options, const LaunchInfo& launch);
+// another's GPU. Messages are printed by rank 0 only. activity: what the CPU fallback's message says will
+// run there ("training", "evaluating").
+Placement choose_placement(const TrainOptions& options, const LaunchInfo& launch,
+                           std::string_view activity = "training");
 
 std::vector<std::unique_ptr<Replica>> make_replicas(const TrainOptions& options, const DataSplits& data,
                                                     const Placement& placement);

@@ -12,6 +12,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace mnistdp {
 
@@ -59,8 +60,14 @@ class ProcessGroup {
 // Rank 0's text, on every rank.
 std::string broadcast_string(ProcessGroup& group, const std::string& text);
 
-// Throws on every rank when `value` is not the same on every rank. what: the thing compared, in words ("the
-// training options"); the rank that differs names itself and both values in its message.
-void require_same_on_all_ranks(ProcessGroup& group, const std::string& what, const std::string& value);
+// One setting of the run, as a rank was started with it: {"--lr", "0.01"}.
+struct Setting {
+  std::string name;
+  std::string value;
+};
+
+// Throws on every rank when any setting is not the same on every rank (settings: the same names in the same
+// order on every rank). The rank that differs names itself, the first setting it differs in and both values.
+void require_same_on_all_ranks(ProcessGroup& group, const std::vector<Setting>& settings);
 
 }  // namespace mnistdp

@@ -11,6 +11,11 @@ constexpr auto kRedrawInterval = std::chrono::milliseconds(100);
 constexpr int kBarWidth = 30;
 }  // namespace
 
+void console_write(std::FILE* out, std::string_view text) {
+  std::fwrite(text.data(), 1, text.size(), out);
+  std::fflush(out);
+}
+
 std::string format_step_loss(const StepLoss& s) {
   return fmt::format("Epoch {}, Step {}, Loss: {}", s.epoch, s.step, static_cast<double>(s.loss));
 }
@@ -29,15 +34,13 @@ ConsoleListener::~ConsoleListener() {
 
 void ConsoleListener::clear_progress() {
   if (!progress_drawn_) return;
-  fmt::print(out_, "\r\033[K");
-  std::fflush(out_);
+  console_write(out_, "\r\033[K");
   progress_drawn_ = false;
 }
 
 void ConsoleListener::on_step_loss(const StepLoss& s) {
   clear_progress();
-  fmt::print(out_, "{}\n", format_step_loss(s));
-  std::fflush(out_);
+  console_print(out_, "{}\n", format_step_loss(s));
 }
 
 void ConsoleListener::on_step(int epoch, int step, int steps_in_epoch) {
@@ -50,24 +53,30 @@ void ConsoleListener::on_step(int epoch, int step, int steps_in_epoch) {
   const double steps_per_s = elapsed > 0 ? done / elapsed : 0.0;
   const double eta = steps_per_s > 0 ? (steps_in_epoch - done) / steps_per_s : 0.0;
   const int filled = steps_in_epoch > 0 ? done * kBarWidth / steps_in_epoch : kBarWidth;
-  fmt::print(out_, "\r\033[Kepoch {}/{} [{:#<{}}{:.<{}}] {}/{} steps  {:.0f} samples/s  eta {:.1f} s",
-             epoch + 1, epochs_, "", filled, "", kBarWidth - filled, done, steps_in_epoch,
-             steps_per_s * batch_size_, eta);
-  std::fflush(out_);
+  // Epochs and steps numbered from 0, as the loss lines number them.
+  console_print(out_,
+                "\r\033[KEpoch {} of 0-{}, step {} of 0-{} [{:#<{}}{:.<{}}] {:.0f} samples/s, eta {:.1f} s",
+                epoch, epochs_ - 1, step, steps_in_epoch - 1, "", filled, "", kBarWidth - filled,
+                steps_per_s * batch_size_, eta);
   progress_drawn_ = true;
 }
 
 void ConsoleListener::on_epoch_end(const EpochReport& r) {
   clear_progress();
-  const double rate = r.seconds > 0 ? static_cast<double>(r.samples) / r.seconds : 0.0;
-  fmt::print(out_, "Epoch {} {}: {} step{} in {:.3f} s ({:.0f} samples/s, {:.1f} us/step)", r.epoch,
-             r.complete ? "done" : "stopped", r.steps, r.steps == 1 ? "" : "s", r.seconds, rate,
-             r.steps ? r.seconds * 1e6 / r.steps : 0.0);
+  std::string line;
+  if (r.steps == 0) {
+    // A resumed run with no step left to run, or one stopped before its first step.
+    line = fmt::format("Epoch {}: no step run", r.epoch);
+  } else {
+    const double rate = r.seconds > 0 ? static_cast<double>(r.samples) / r.seconds : 0.0;
+    line = fmt::format("Epoch {} {}: {} step{} in {:.3f} s ({:.0f} samples/s, {:.1f} us/step)", r.epoch,
+                       r.complete ? "done" : "stopped", r.steps, r.steps == 1 ? "" : "s", r.seconds, rate,
+                       r.seconds * 1e6 / r.steps);
+  }
   if (r.test.count > 0)
-    fmt::print(out_, "; test loss {:.4f}, test accuracy {:.2f}%", r.test.mean_loss(),
-               100.0 * r.test.accuracy());
-  fmt::print(out_, "\n");
-  std::fflush(out_);
+    line += fmt::format("; test loss {:.4f}, test accuracy {:.2f}%", r.test.mean_loss(),
+                        100.0 * r.test.accuracy());
+  console_print(out_, "{}\n", line);
 }
 
 }  // namespace mnistdp

@@ -1,13 +1,27 @@
 #pragma once
 // What a person watching the run sees: the reference program's loss lines, a progress line on a terminal, and
 // a summary after each epoch.
+#include <fmt/format.h>
+
 #include <chrono>
 #include <cstdio>
 #include <string>
+#include <string_view>
+#include <utility>
 
 #include "host/trainer.hpp"
 
 namespace mnistdp {
+
+// Writes text to out and flushes it, ignoring failure: a closed standard output (a pipe whose reader has
+// gone, a terminal that hung up) must not end a run that can still save its work. The signal that comes
+// with it (SIGPIPE, SIGHUP) stops the run instead (host/stop_signals.hpp).
+void console_write(std::FILE* out, std::string_view text);
+
+template <typename... Args>
+void console_print(std::FILE* out, fmt::format_string<Args...> format, Args&&... args) {
+  console_write(out, fmt::format(format, std::forward<Args>(args)...));
+}
 
 class ConsoleListener final : public TrainListener {
  public:

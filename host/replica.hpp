@@ -61,6 +61,9 @@ class Replica {
 
   // The loss sum in the gradient buffer (after the all-reduce: of the global batch). May wait for the device.
   virtual float loss_sum() = 0;
+  // Whether loss_sum() is a read of host memory that waits for nothing (a CPU replica's): the trainer then
+  // checks every step's loss, where a device replica's is checked only when the host reads it anyway.
+  virtual bool loss_on_host() const { return false; }
 
   // Test-set loss and accuracy with the current parameters. Waits for the device.
   virtual EvalResult evaluate() = 0;

@@ -25,7 +25,7 @@ constexpr PhaseBounds kPhases[] = {
 
 void write_chrome_trace(const std::filesystem::path& path,
                         const std::vector<std::vector<StepMarks>>& replica_marks,
-                        const std::vector<std::string>& names) {
+                        const std::vector<std::string>& names, long first_step) {
   // Times start at the first mark of the run, so the numbers a reader sees are small.
   double origin = 0;
   bool have_origin = false;
@@ -56,7 +56,7 @@ void write_chrome_trace(const std::filesystem::path& path,
                           {"tid", r},
                           {"ts", begin},
                           {"dur", end > begin ? end - begin : 0.0},
-                          {"args", {{"step", step}}}});
+                          {"args", {{"step", first_step + static_cast<long>(step)}}}});
       }
     }
   }

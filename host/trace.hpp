@@ -49,9 +49,10 @@ class HostTimeline {
   std::vector<StepMarks> steps_;
 };
 
-// Writes the trace: replica_marks[r][k] holds replica r's marks of step k; names label the rows.
+// Writes the trace: replica_marks[r][k] holds replica r's marks of step first_step + k (steps counted in all,
+// so that a resumed run's steps keep their numbers); names label the rows.
 void write_chrome_trace(const std::filesystem::path& path,
                         const std::vector<std::vector<StepMarks>>& replica_marks,
-                        const std::vector<std::string>& names);
+                        const std::vector<std::string>& names, long first_step = 0);
 
 }  // namespace mnistdp

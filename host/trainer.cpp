@@ -134,6 +134,10 @@ std::vector<EpochReport> Trainer::run(TrainListener& listener) {
   // always begins, so that a resumed run with no step left still reports (and saves, and evaluates) where it
   // stands.
   const int first_epoch = static_cast<int>(total_steps / steps);
+  // Where reading the loss costs nothing, every step's is checked, so that a divergence is named at the step
+  // it happened; a device's loss is read only with the log lines and at the epoch's end, which wait anyway.
+  const bool every_step = replicas_[0]->loss_on_host();
+  long last_finite = total_steps - 1;
   for (int epoch = first_epoch; epoch < config_.epochs && (epoch == first_epoch || !step_budget_spent());
        ++epoch) {
     const auto start = Clock::now();
@@ -154,11 +158,13 @@ std::vector<EpochReport> Trainer::run(TrainListener& listener) {
         check_replicas_agree(total_steps);
       ++report.steps;
       report.samples += rows;
-      if (config_.log_interval > 0 && i % config_.log_interval == 0) {
+      const bool log_line = config_.log_interval > 0 && i % config_.log_interval == 0;
+      if (log_line || every_step) {
         communicator_->await_completion();
         const float loss = replicas_[0]->loss_sum() / static_cast<float>(rows);
-        check_finite(loss, epoch, i);
-        listener.on_step_loss({epoch, i, loss});
+        check_finite(loss, epoch, i, last_finite, listener);
+        last_finite = total_steps - 1;
+        if (log_line) listener.on_step_loss({epoch, i, loss});
       }
       listener.on_step(epoch, i, steps);
     }
@@ -174,9 +180,10 @@ std::vector<EpochReport> Trainer::run(TrainListener& listener) {
       replica->loss_sum();
     report.seconds = std::chrono::duration<double>(Clock::now() - start).count();
     report.total_steps = total_steps;
-    if (report.steps > 0)
+    if (report.steps > 0 && last_finite < total_steps - 1)
       check_finite(replicas_[0]->loss_sum(), epoch,
-                   static_cast<int>(total_steps - 1 - static_cast<long>(epoch) * steps));
+                   static_cast<int>(total_steps - 1 - static_cast<long>(epoch) * steps), last_finite,
+                   listener);
     if (config_.evaluate && is_root()) report.test = replicas_[0]->evaluate();
     listener.on_epoch_end(report);
     reports.push_back(report);
@@ -185,13 +192,27 @@ std::vector<EpochReport> Trainer::run(TrainListener& listener) {
   return reports;
 }
 
-void Trainer::check_finite(float loss, int epoch, int step) const {
-  if (!std::isfinite(loss))
-    throw TrainingDiverged(
-        fmt::format("the loss became {} at epoch {}, step {}: training diverged (a smaller --lr may help); "
-                    "the last checkpoint, "
-                    "if any, was written before this and is left as it was",
-                    loss, epoch, step));
+std::string loss_text(float loss) {
+  if (std::isnan(loss)) return "nan";
+  return fmt::format("{}", loss);
+}
+
+void Trainer::check_finite(float loss, int epoch, int step, long last_finite, TrainListener& listener) const {
+  if (std::isfinite(loss)) return;
+  listener.on_diverged({epoch, step, loss});
+  const long this_step = static_cast<long>(epoch) * steps_per_epoch() + step;
+  const std::string first =
+      last_finite == this_step - 1
+          ? std::string("the first step whose loss is not finite")
+          : fmt::format(
+                "the first step checked since {}; on a GPU the loss is read at the log lines, and "
+                "--log-interval 1 names the first step whose loss is not finite",
+                last_finite < 0 ? std::string("the start")
+                                : fmt::format("step {} in all, whose loss was finite", last_finite));
+  throw TrainingDiverged(fmt::format(
+      "the loss became {} at epoch {}, step {} ({}): training diverged (a smaller --lr may help); "
+      "the last checkpoint, if any, was written before this and is left as it was",
+      loss, epoch, step, first));
 }
 
 }  // namespace mnistdp

@@ -51,6 +51,9 @@ class ReplicaDivergence : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A loss as text that reads the same whatever its sign bit: "nan", "inf", "-inf", or the number.
+std::string loss_text(float loss);
+
 struct StepLoss {
   int epoch;
   int step;    // within the epoch
@@ -75,6 +78,8 @@ class TrainListener {
   // Called after every step; cheap, so it can drive a progress display.
   virtual void on_step(int /*epoch*/, int /*step*/, int /*steps_in_epoch*/) {}
   virtual void on_epoch_end(const EpochReport&) {}
+  // The first step found whose loss is not finite, just before the run stops with TrainingDiverged.
+  virtual void on_diverged(const StepLoss&) {}
   // Asked before every step; true ends the run after the step in progress (for example on SIGINT).
   virtual bool stop_requested() { return false; }
 };
@@ -110,8 +115,10 @@ class Trainer {
   // Whether the run stops before the next step: the listener's wish, agreed by every rank.
   bool stop_before_step(TrainListener& listener);
   bool is_root() const { return !group_ || group_->rank() == 0; }
-  // Throws TrainingDiverged when the loss is NaN or infinite.
-  void check_finite(float loss, int epoch, int step) const;
+  // When the loss of the given step is NaN or infinite: tells the listener, and throws TrainingDiverged.
+  // last_finite: the last step (in all) whose loss was seen finite, -1 for none; when the loss is not read
+  // every step, the message says the first bad step lies after it.
+  void check_finite(float loss, int epoch, int step, long last_finite, TrainListener& listener) const;
 
   std::vector<std::unique_ptr<Replica>> replicas_;
   std::vector<Replica*> replica_ptrs_;

@@ -28,6 +28,7 @@ class ForwardingReplica : public Replica {
   float* gradient_buffer() override { return inner_->gradient_buffer(); }
   void sgd_step(const SgdConfig& cfg) override { inner_->sgd_step(cfg); }
   float loss_sum() override { return inner_->loss_sum(); }
+  bool loss_on_host() const override { return inner_->loss_on_host(); }
   EvalResult evaluate() override { return inner_->evaluate(); }
   void trace_steps(long steps) override { inner_->trace_steps(steps); }
   std::vector<StepMarks> take_trace() override { return inner_->take_trace(); }

@@ -145,3 +145,58 @@ TEST_CASE("the launcher and the timeout of multi-process runs", "[cli]") {
   CHECK_THROWS_WITH(parse({"train", "--timeout", "0"}), Contains("--timeout"));
   CHECK_THROWS_WITH(parse({"train", "--timeout", "nan"}), Contains("--timeout"));
 }
+
+TEST_CASE("a value the run would change is refused by name", "[cli]") {
+  // Each would pass a check of the double but not be what the run uses: a 32-bit float's infinity or 0, a
+  // seed that wraps around or saturates.
+  CHECK_THROWS_WITH(parse({"train", "--lr", "1e99"}), Contains("--lr") && Contains("3.4e38"));
+  CHECK_THROWS_WITH(parse({"train", "--lr", "1e-50"}), Contains("--lr") && Contains("would be 0"));
+  CHECK_THROWS_WITH(parse({"train", "--weight-decay", "1e-50"}), Contains("--weight-decay"));
+  CHECK_THROWS_WITH(parse({"train", "--momentum", "1e39"}), Contains("--momentum"));
+  CHECK_THROWS_WITH(parse({"train", "--seed", "-1"}), Contains("--seed") && Contains("18446744073709551615"));
+  CHECK_THROWS_WITH(parse({"train", "--seed", "18446744073709551616"}), Contains("--seed"));
+  CHECK(parse({"train", "--seed", "18446744073709551615"}).train.train.seed == 18446744073709551615ull);
+  CHECK(parse({"train", "--lr", "0"}).train.train.sgd.lr == 0.0f);
+  CHECK(parse({"train", "--lr", "1e-30"}).train.train.sgd.lr == 1e-30f);
+}
+
+TEST_CASE("a bad value gets one short sentence with the range in plain numbers", "[cli]") {
+  auto message = [](std::initializer_list<const char*> args) {
+    try {
+      parse(args);
+    } catch (const UsageError& e) {
+      const std::string text = e.what();
+      return text.substr(0, text.find('\n'));  // the line that follows only points to --help
+    }
+    return std::string("accepted");
+  };
+  CHECK(message({"train", "--lr", "-1"}) == "--lr: -1 is out of range; give a number from 0 to 3.4e38");
+  CHECK(message({"train", "--lr", "abc"}) == "--lr: 'abc' is not a number; give one from 0 to 3.4e38");
+  CHECK(message({"train", "--epochs", "abc"}) ==
+        "--epochs: 'abc' is not a whole number; give one from 1 to 100000");
+  CHECK(message({"train", "--epochs", "1.5"}) ==
+        "--epochs: '1.5' is not a whole number; give one from 1 to 100000");
+  CHECK(message({"train", "--epochs", "0"}) ==
+        "--epochs: 0 is out of range; give a whole number from 1 to 100000");
+  CHECK(message({"train", "--dampening", "2"}) ==
+        "--dampening: 2 is out of range; give a number from 0 to 1");
+  CHECK(message({"train", "--max-steps", "-3"}) ==
+        "--max-steps: -3 is out of range; give a whole number from 0 to 1000000000000");
+  CHECK(message({"train", "--timeout", "1e400"}) ==
+        "--timeout: 1e400 is out of range; give a number from 0.1 to 86400");
+  for (const char* option : {"--batch-size", "--log-interval", "--replicas", "--threads", "--steps-per-graph",
+                             "--trace-steps", "--check-replicas", "--seed"})
+    CHECK_THAT(message({"train", option, "x"}), Contains(option) && Contains("is not a whole number"));
+}
+
+TEST_CASE("the options given on the command line are known apart from the defaults", "[cli]") {
+  const TrainOptions o =
+      parse({"train", "--lr", "0.01", "--nesterov", "--momentum", "0.9", "--gemm", "blocked"}).train;
+  CHECK(o.is_given("--lr"));
+  CHECK(o.is_given("--nesterov"));
+  CHECK(o.is_given("--gemm"));
+  CHECK_FALSE(o.is_given("--seed"));
+  CHECK_FALSE(o.is_given("--batch-size"));
+  // A resumed run's SGD settings are checked once merged with the checkpoint's.
+  CHECK_NOTHROW(parse({"train", "--resume", "x.st", "--nesterov"}));
+}

@@ -41,3 +41,18 @@ TEST_CASE("explain says when a replica gets no rows", "[explain]") {
   CHECK_THAT(text, Contains("replica 2 (c): no rows this step"));
   CHECK_THAT(text, Contains("/ 2 (the global batch"));
 }
+
+TEST_CASE("explain tells a resumed run's next step and every SGD setting", "[explain]") {
+  TrainConfig config;
+  config.batch_size = 10;
+  config.start_step = 13;  // 10 steps an epoch over 100 rows: epoch 1, step 3
+  config.sgd.momentum = 0.9f;
+  config.sgd.weight_decay = 0.001f;
+  config.sgd.dampening = 0.5f;
+  const std::string text = explain(config, 100, {"a", "b"});
+  CHECK_THAT(text, Contains("What step 3 of epoch 1 does"));
+  CHECK_THAT(text, Contains("drawn from seed 0 and epoch 1"));
+  CHECK_THAT(text, Contains("10 rows from position 30"));
+  CHECK_THAT(text, Contains("momentum 0.9") && Contains("dampening 0.5") && Contains("weight decay 0.001") &&
+                       Contains("Nesterov off"));
+}

@@ -140,7 +140,7 @@ TEST_CASE("TCP any and broadcast", "[tcp]") {
     mine.push_back(g.any(true));
     received[static_cast<std::size_t>(g.rank())] =
         broadcast_string(g, g.rank() == 0 ? std::string(100'000, 'x') + "rank 0's text" : "not this");
-    require_same_on_all_ranks(g, "a setting", "same everywhere");
+    require_same_on_all_ranks(g, {{"--seed", "3"}, {"--lr", "same everywhere"}});
   });
   for (int r = 0; r < world; ++r) {
     CAPTURE(r);
@@ -152,12 +152,12 @@ TEST_CASE("TCP any and broadcast", "[tcp]") {
 
 TEST_CASE("TCP: settings that differ on one rank are refused on every rank", "[tcp]") {
   const auto outcomes = run_ranks(3, all_ranks(3), free_port(), 30s, [](ProcessGroup& g) {
-    require_same_on_all_ranks(g, "the run's settings", g.rank() == 1 ? "lr 0.1" : "lr 0.01");
+    require_same_on_all_ranks(g,
+                              {{"--seed", "3"}, {"--lr", g.rank() == 1 ? "0.1" : "0.01"}, {"--epochs", "5"}});
   });
   CHECK(outcomes[1].error ==
-        "rank 1 and rank 0 differ in the run's settings: rank 1 has lr 0.1, rank 0 has lr 0.01; every rank "
-        "must be "
-        "started with the same options and data");
+        "rank 1 and rank 0 differ in --lr: rank 1 has 0.1, rank 0 has 0.01; every rank must be started with "
+        "the same options and data");
   for (int r : {0, 2})
     CHECK(contains(outcomes[static_cast<std::size_t>(r)].error, "the ranks differ in the run's settings"));
 }

@@ -3,6 +3,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <vector>
 
 #include "host/cpu_replica.hpp"
@@ -42,10 +43,11 @@ TEST_CASE("the timeline holds every phase of every traced step of every replica,
 
   test::TempDir dir;
   const auto path = dir.path() / "trace.json";
-  write_chrome_trace(path, marks, {"cpu:0", "cpu:1", "cpu:2"});
+  write_chrome_trace(path, marks, {"cpu:0", "cpu:1", "cpu:2"}, 100);
   std::ifstream file(path);
   const nlohmann::json trace = nlohmann::json::parse(file);  // throws if the file is not valid JSON
   std::map<std::string, int> phases;
+  std::set<long> steps;
   int rows = 0;
   for (const auto& e : trace.at("traceEvents")) {
     if (e.at("ph") == "M") {
@@ -56,7 +58,10 @@ TEST_CASE("the timeline holds every phase of every traced step of every replica,
     CHECK(e.at("dur").get<double>() >= 0.0);
     CHECK(e.at("ts").get<double>() >= 0.0);
     ++phases[e.at("name").get<std::string>()];
+    steps.insert(e.at("args").at("step").get<long>());
   }
+  // Numbered from the first traced step in all (a resumed run's), not from 0.
+  CHECK(steps == std::set<long>{100, 101, 102, 103, 104});
   CHECK(rows == 3);
   for (const char* phase : {"gather", "forward", "loss", "backward", "all-reduce", "sgd"})
     CHECK(phases[phase] == 15);

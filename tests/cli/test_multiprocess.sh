@@ -162,8 +162,21 @@ RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout
 RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 120 \
   "$bin" "${common[@]}" --lr 0.1 >/dev/null 2>"$work/lr.1.err" &
 wait
-check "settings that differ: the rank that differs says how" contains "$work/lr.1.err" "rank 1 has data"
+check "settings that differ: the rank that differs names the setting" \
+  contains "$work/lr.1.err" "rank 1 and rank 0 differ in --lr: rank 1 has 0.1, rank 0 has 0.01;"
 check "settings that differ: rank 0 refuses too" contains "$work/lr.0.err" "the ranks differ in the run's settings"
+
+# A rank 0 that cannot write its --save (found before the first step): every rank stops with its message, which
+# says "error" once.
+port=$(free_port)
+RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 120 \
+  "$bin" "${common[@]}" --save /proc/x >/dev/null 2>"$work/save.0.err" &
+RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 120 \
+  "$bin" "${common[@]}" >/dev/null 2>"$work/save.1.err" &
+wait
+check "an unwritable --save on rank 0: refused there" contains "$work/save.0.err" "mnist-dp: error: --save /proc/x:"
+check "an unwritable --save on rank 0: rank 1 says why, with 'error' once" \
+  contains "$work/save.1.err" "[rank 1] mnist-dp: error: rank 0 failed: --save /proc/x:"
 
 port=$(free_port)
 start=$(date +%s)
