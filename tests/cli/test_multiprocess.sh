@@ -87,6 +87,29 @@ else
   echo "note: no PyTorch for /usr/bin/python3 (scripts/setup.sh --peers installs it): torchrun itself was not run"
 fi
 
+# 1d. The torchrun recipe of docs/multi-node.md, word for word (but for the port, the program's path and the
+#     run's length), with the machine's own torchrun.
+if command -v torchrun >/dev/null && /usr/bin/python3 -c 'import torch.distributed.run' 2>/dev/null; then
+  recipe=$(sed -n '/^    torchrun /,/[^\\]$/p' "$(dirname "$0")/../../docs/multi-node.md" | tr -d '\\\n')
+  read -ra words <<<"$recipe"
+  port=$(free_port)
+  for i in "${!words[@]}"; do
+    case ${words[$i]} in
+      mnist-dp) words[$i]=$bin ;;
+      29500) words[$i]=$port ;;
+    esac
+  done
+  check "the documented torchrun recipe is there (${words[*]:0:3} ...)" test "${words[0]}" = torchrun
+  timeout 300 "${words[@]}" "${common[@]:1}" --max-steps 50 --save "$work/recipe.st" >"$work/recipe.out" 2>&1
+  check "the documented torchrun recipe: exit 0" test $? = 0 || tail -n 5 "$work/recipe.out"
+  check "the documented torchrun recipe: two processes" contains "$work/recipe.out" "processes: 2 started by torchrun"
+  "$bin" "${common[@]}" --replicas 2 --max-steps 50 --save "$work/recipe-single.st" >/dev/null 2>&1
+  check "the documented torchrun recipe: the parameters of one process with 2 replicas, to the bit" \
+    cmp -s "$work/recipe.st" "$work/recipe-single.st"
+else
+  echo "note: no torchrun on this machine (scripts/setup-python.sh installs it): the documented recipe was not run"
+fi
+
 # 1c. Resuming: rank 0 alone reads the checkpoint (rank 1 is given a path that does not exist) and hands the
 #     parameters, momentum, step and seed to the others; the result is the uninterrupted run's, to the bit.
 "$bin" "${common[@]}" --momentum 0.9 --max-steps 60 --replicas 2 --save "$work/straight2.st" >/dev/null 2>&1
