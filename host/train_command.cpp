@@ -445,9 +445,8 @@ std::string finished_line(const TrainConfig& t, const std::vector<EpochReport>& 
   const long run = end - t.start_step;
   if (run == 0) {
     const std::string why = t.max_steps > 0 && end >= t.max_steps
-                                ? fmt::format("--max-steps {} was reached", t.max_steps)
-                                : fmt::format("the {} epoch{} of --epochs {} were complete", t.epochs,
-                                              t.epochs == 1 ? "" : "s", t.epochs);
+                                ? fmt::format("--max-steps {} reached", t.max_steps)
+                                : fmt::format("--epochs {} reached", t.epochs);
     return fmt::format("finished: no step left to run ({}; {})", progress_words(end, steps_per_epoch), why);
   }
   double seconds = 0;
