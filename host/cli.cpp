@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
-#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -58,7 +57,6 @@ CLI::Validator real_number(double least, double most, std::string most_text) {
       [least, most, most_text](std::string& value) -> std::string {
         const std::string range = fmt::format("give a number from {} to {}", least, most_text);
         char* end = nullptr;
-        errno = 0;
         const double x = value.empty() ? 0.0 : std::strtod(value.c_str(), &end);
         if (value.empty() || end != value.c_str() + value.size() || std::isnan(x))
           return fmt::format("'{}' is not a number; give one from {} to {}", value, least, most_text);
@@ -66,8 +64,8 @@ CLI::Validator real_number(double least, double most, std::string most_text) {
           return fmt::format("{} is out of range; {}", value, range);
         if (x != 0.0 && std::fabs(x) < kFloatMin)
           return fmt::format(
-              "{} is too small to be held as a 32-bit float (it would be 0); give 0 or a "
-              "number from 1.2e-38 to {}",
+              "{} is too small for a 32-bit float (which would hold it as 0 or with fewer digits); give 0 "
+              "or a number from 1.2e-38 to {}",
               value, most_text);
         return {};
       },
