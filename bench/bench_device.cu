@@ -5,6 +5,7 @@
 
 #include "bench/bench_device.hpp"
 #include "kernels/cuda_check.hpp"
+#include "kernels/kernel_launch.cuh"
 
 namespace mnistdp::bench {
 namespace {
@@ -76,8 +77,7 @@ unsigned blocks_for(std::size_t n) {
 }  // namespace
 
 void launch_empty(cudaStream_t stream) {
-  empty_kernel<<<1, 1, 0, stream>>>();
-  CUDA_CHECK_LAUNCH();
+  cuda::detail::launch<empty_kernel>(1, 1, 0, stream);
 }
 
 int launch_grid_barriers(int barriers, cudaStream_t stream) {
@@ -88,36 +88,30 @@ int launch_grid_barriers(int barriers, cudaStream_t stream) {
   if (!cooperative) CUDA_CHECK(cudaErrorNotSupported);
   int sms = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  void* args[] = {&barriers};
-  CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(grid_barriers_kernel), dim3(sms),
-                                         dim3(kThreads), args, 0, stream));
+  cuda::detail::launch_cooperative<grid_barriers_kernel>(dim3(sms), dim3(kThreads), 0, stream, barriers);
   return sms;
 }
 
 void fill_uniform(float* p, std::size_t n, std::uint32_t seed, float lo, float hi, cudaStream_t stream) {
   if (n == 0) return;
-  fill_uniform_kernel<<<blocks_for(n), kThreads, 0, stream>>>(p, n, seed, lo, hi);
-  CUDA_CHECK_LAUNCH();
+  cuda::detail::launch<fill_uniform_kernel>(blocks_for(n), kThreads, 0, stream, p, n, seed, lo, hi);
 }
 
 void fill_uniform_u8(std::uint8_t* p, std::size_t n, std::uint32_t seed, cudaStream_t stream) {
   if (n == 0) return;
-  fill_u8_kernel<<<blocks_for(n), kThreads, 0, stream>>>(p, n, seed);
-  CUDA_CHECK_LAUNCH();
+  cuda::detail::launch<fill_u8_kernel>(blocks_for(n), kThreads, 0, stream, p, n, seed);
 }
 
 void fill_value(float* p, std::size_t n, float value, cudaStream_t stream) {
   if (n == 0) return;
-  fill_value_kernel<<<blocks_for(n), kThreads, 0, stream>>>(p, n, value);
-  CUDA_CHECK_LAUNCH();
+  cuda::detail::launch<fill_value_kernel>(blocks_for(n), kThreads, 0, stream, p, n, value);
 }
 
 void count_not_equal(const float* p, std::size_t n, float expect, unsigned long long* count,
                      cudaStream_t stream) {
   CUDA_CHECK(cudaMemsetAsync(count, 0, sizeof(unsigned long long), stream));
   if (n == 0) return;
-  count_not_equal_kernel<<<blocks_for(n), kThreads, 0, stream>>>(p, n, expect, count);
-  CUDA_CHECK_LAUNCH();
+  cuda::detail::launch<count_not_equal_kernel>(blocks_for(n), kThreads, 0, stream, p, n, expect, count);
 }
 
 }  // namespace mnistdp::bench

@@ -5,6 +5,7 @@
 
 #include "kernels/accuracy_cuda.hpp"
 #include "kernels/cuda_check.hpp"
+#include "kernels/kernel_launch.cuh"
 
 namespace mnistdp::cuda {
 namespace {
@@ -37,8 +38,7 @@ void count_correct(const float* logits, const std::uint8_t* labels, int* correct
                    cudaStream_t stream) {
   if (batch < 0 || classes < 1) throw std::invalid_argument("count_correct: bad shape");
   // Launched even for batch 0: the count must still be written (as 0).
-  count_correct_kernel<<<1, kThreads, 0, stream>>>(logits, labels, correct, batch, classes);
-  CUDA_CHECK_LAUNCH();
+  detail::launch<count_correct_kernel>(1, kThreads, 0, stream, logits, labels, correct, batch, classes);
 }
 
 }  // namespace mnistdp::cuda

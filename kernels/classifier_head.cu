@@ -7,6 +7,7 @@
 #include "kernels/classifier_head_cuda.hpp"
 #include "kernels/classifier_head_split.hpp"
 #include "kernels/cuda_check.hpp"
+#include "kernels/device_dialect.cuh"
 #include "kernels/programmatic_launch.cuh"
 
 namespace mnistdp::cuda {
@@ -17,7 +18,7 @@ using detail::kHeadThreads;
 constexpr long kMaxSharedBytes = 47 * 1024;
 
 __global__ void __launch_bounds__(kHeadThreads) classifier_head_kernel(ClassifierHeadArgs a) {
-  extern __shared__ float shared[];
+  MNISTDP_DYNAMIC_SHARED(float, shared);
   detail::wait_for_previous_kernel();  // h (and in the fused step y) come from the kernel before
   detail::allow_next_kernel();
   detail::classifier_head_block(a, static_cast<int>(blockIdx.x), shared);
@@ -50,7 +51,7 @@ void validate(const ClassifierHeadArgs& a) {
 void classifier_head(const ClassifierHeadArgs& a, cudaStream_t stream, LaunchOrder order) {
   validate(a);
   const auto shared = static_cast<std::size_t>(detail::classifier_head_shared_bytes(a.batch, a.classes));
-  detail::launch<classifier_head_kernel>(
+  detail::launch_in_order<classifier_head_kernel>(
       dim3(static_cast<unsigned>(head_split::grid_blocks(a.hidden, a.classes))), dim3(kHeadThreads), shared,
       stream, order, a);
 }

@@ -3,8 +3,7 @@
 // and the library's own message. Library code never exits; the error travels up to main, which prints it.
 //
 //   CUDA_CHECK(cudaMalloc(&p, bytes));
-//   my_kernel<<<grid, block, 0, stream>>>(...);
-//   CUDA_CHECK_LAUNCH();  // a bad launch configuration shows up here, not at some later, unrelated call
+//   CUDA_CHECK_LAUNCH();  // after a launch not made through kernels/kernel_launch.cuh, which checks its own
 //
 // NCCL_CHECK expands to ncclSuccess and ncclGetErrorString, so it needs <nccl.h> where it is used; this
 // header does not include it, so that code without NCCL need not link it.

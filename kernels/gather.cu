@@ -4,6 +4,7 @@
 
 #include "kernels/cuda_check.hpp"
 #include "kernels/gather_cuda.hpp"
+#include "kernels/kernel_launch.cuh"
 #include "kernels/normalize_pixel.cuh"
 
 namespace mnistdp::cuda {
@@ -59,13 +60,12 @@ void launch_gather(const std::uint8_t* images, const std::uint8_t* labels, const
   const bool aligned =
       reinterpret_cast<std::uintptr_t>(images) % 4 == 0 && reinterpret_cast<std::uintptr_t>(x) % 16 == 0;
   if (pixels % 4 == 0 && aligned) {
-    gather_normalize_kernel<true, kDeviceFirst>
-        <<<batch, kThreads, 0, stream>>>(images, labels, indices, first, x, y, pixels);
+    detail::launch<gather_normalize_kernel<true, kDeviceFirst>>(batch, kThreads, 0, stream, images, labels,
+                                                                indices, first, x, y, pixels);
   } else {
-    gather_normalize_kernel<false, kDeviceFirst>
-        <<<batch, kThreads, 0, stream>>>(images, labels, indices, first, x, y, pixels);
+    detail::launch<gather_normalize_kernel<false, kDeviceFirst>>(batch, kThreads, 0, stream, images, labels,
+                                                                 indices, first, x, y, pixels);
   }
-  CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace

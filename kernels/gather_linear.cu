@@ -38,8 +38,7 @@ void gather_linear_forward(const GatherLinearArgs& a, cudaStream_t stream) {
   if (!a.first) throw std::invalid_argument("gather_linear_forward: null pointer");
   const dim3 grid(detail::ceil_div(a.out, detail::slab::kTileN),
                   detail::ceil_div(a.batch, detail::slab::kTileM));
-  gather_linear_kernel<<<grid, detail::slab::kThreads, 0, stream>>>(a);
-  CUDA_CHECK_LAUNCH();
+  detail::launch<gather_linear_kernel>(grid, detail::slab::kThreads, 0, stream, a);
 }
 
 }  // namespace mnistdp::cuda

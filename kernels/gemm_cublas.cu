@@ -6,6 +6,7 @@
 
 #include "kernels/cuda_check.hpp"
 #include "kernels/gemm_common.cuh"
+#include "kernels/kernel_launch.cuh"
 
 namespace mnistdp::cuda {
 namespace {
@@ -46,8 +47,8 @@ void gemm_cublas(const GemmProblem& p, cublasHandle_t handle, cudaStream_t strea
   if (p.bias || p.relu || p.mask) {
     const long total = static_cast<long>(p.m) * p.n;
     const int blocks = static_cast<int>(std::min<long>((total + kThreads - 1) / kThreads, 65535));
-    epilogue_kernel<<<blocks, kThreads, 0, stream>>>(p.c, p.bias, p.mask, p.m, p.n, p.ldc, p.relu);
-    CUDA_CHECK_LAUNCH();
+    detail::launch<epilogue_kernel>(blocks, kThreads, 0, stream, p.c, p.bias, p.mask, p.m, p.n, p.ldc,
+                                    p.relu);
   }
 }
 

@@ -3,6 +3,7 @@
 // weakness is that each operand element is fetched from memory (or L1/L2) once per thread that needs it.
 #include "kernels/cuda_check.hpp"
 #include "kernels/gemm_common.cuh"
+#include "kernels/kernel_launch.cuh"
 
 namespace mnistdp::cuda {
 namespace {
@@ -18,7 +19,7 @@ __global__ void __launch_bounds__(kBlock* kBlock) gemm_naive_kernel(GemmProblem 
   const float* __restrict__ b = p.b;  // op(B): [k, n]
   float acc = 0.0f;
   for (int kk = 0; kk < p.k; ++kk) {
-    acc += detail::load_op<kTransA>(a, p.lda, row, kk) * detail::load_op<kTransB>(b, p.ldb, kk, col);
+    acc = fmaf(detail::load_op<kTransA>(a, p.lda, row, kk), detail::load_op<kTransB>(b, p.ldb, kk, col), acc);
   }
   p.c[static_cast<long>(row) * p.ldc + col] =
       detail::apply_epilogue(acc, row, col, p.bias, p.relu, p.mask, p.ldc);
@@ -28,8 +29,7 @@ template <bool kTransA, bool kTransB>
 void launch(const GemmProblem& p, cudaStream_t stream) {
   const dim3 block(kBlock, kBlock);
   const dim3 grid(detail::ceil_div(p.n, kBlock), detail::ceil_div(p.m, kBlock));
-  gemm_naive_kernel<kTransA, kTransB><<<grid, block, 0, stream>>>(p);
-  CUDA_CHECK_LAUNCH();
+  detail::launch<gemm_naive_kernel<kTransA, kTransB>>(grid, block, 0, stream, p);
 }
 
 }  // namespace

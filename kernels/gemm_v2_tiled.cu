@@ -4,6 +4,7 @@
 // two shared-memory loads, which is what v3 fixes.
 #include "kernels/cuda_check.hpp"
 #include "kernels/gemm_common.cuh"
+#include "kernels/kernel_launch.cuh"
 
 namespace mnistdp::cuda {
 namespace {
@@ -47,7 +48,7 @@ __global__ void __launch_bounds__(kTile* kTile) gemm_tiled_kernel(GemmProblem p)
     __syncthreads();
 #pragma unroll
     for (int kk = 0; kk < kTile; ++kk)
-      acc += tile_a[ty][kk] * tile_b[kk][tx];
+      acc = fmaf(tile_a[ty][kk], tile_b[kk][tx], acc);
     __syncthreads();  // the next step overwrites the tiles
   }
   if (row < p.m && col < p.n) {
@@ -60,8 +61,7 @@ template <bool kTransA, bool kTransB>
 void launch(const GemmProblem& p, cudaStream_t stream) {
   const dim3 block(kTile, kTile);
   const dim3 grid(detail::ceil_div(p.n, kTile), detail::ceil_div(p.m, kTile));
-  gemm_tiled_kernel<kTransA, kTransB><<<grid, block, 0, stream>>>(p);
-  CUDA_CHECK_LAUNCH();
+  detail::launch<gemm_tiled_kernel<kTransA, kTransB>>(grid, block, 0, stream, p);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 // shared-memory reads are conflict-free and its stores to C coalesce.
 #include "kernels/cuda_check.hpp"
 #include "kernels/gemm_common.cuh"
+#include "kernels/kernel_launch.cuh"
 
 namespace mnistdp::cuda {
 namespace {
@@ -72,7 +73,7 @@ __global__ void __launch_bounds__(kThreads) gemm_blocked_kernel(GemmProblem p) {
       for (int i = 0; i < kThreadM; ++i) {
 #pragma unroll
         for (int j = 0; j < kThreadN; ++j)
-          acc[i][j] += av[i] * bv[j];
+          acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
       }
     }
     __syncthreads();  // the next step overwrites the tiles
@@ -96,8 +97,7 @@ __global__ void __launch_bounds__(kThreads) gemm_blocked_kernel(GemmProblem p) {
 template <bool kTransA, bool kTransB>
 void launch(const GemmProblem& p, cudaStream_t stream) {
   const dim3 grid(detail::ceil_div(p.n, kBlockN), detail::ceil_div(p.m, kBlockM));
-  gemm_blocked_kernel<kTransA, kTransB><<<grid, kThreads, 0, stream>>>(p);
-  CUDA_CHECK_LAUNCH();
+  detail::launch<gemm_blocked_kernel<kTransA, kTransB>>(grid, kThreads, 0, stream, p);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include "kernels/cuda_check.hpp"
 #include "kernels/gemm_common.cuh"
 #include "kernels/gemm_slab.cuh"
+#include "kernels/kernel_launch.cuh"
 
 namespace mnistdp::cuda {
 namespace {
@@ -57,8 +58,7 @@ __global__ void __launch_bounds__(kThreads) gemm_slab_kernel(GemmProblem p) {
 template <bool kTransA, bool kTransB>
 void launch(const GemmProblem& p, cudaStream_t stream) {
   const dim3 grid(detail::ceil_div(p.n, kTileN), detail::ceil_div(p.m, kTileM));
-  gemm_slab_kernel<kTransA, kTransB><<<grid, kThreads, 0, stream>>>(p);
-  CUDA_CHECK_LAUNCH();
+  detail::launch<gemm_slab_kernel<kTransA, kTransB>>(grid, kThreads, 0, stream, p);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include "kernels/cuda_check.hpp"
 #include "kernels/gemm_common.cuh"
+#include "kernels/kernel_launch.cuh"
 #include "kernels/linear_cuda.hpp"
 
 namespace mnistdp::cuda {
@@ -37,9 +38,8 @@ void check_shape(LinearShape s) {
 void column_sums(const float* m, float* sums, int rows, int cols, cudaStream_t stream) {
   if (rows < 0 || cols < 0) throw std::invalid_argument("column_sums: negative size");
   if (cols == 0) return;
-  column_sums_kernel<<<detail::ceil_div(cols, kColumnThreads), kColumnThreads, 0, stream>>>(m, sums, rows,
-                                                                                            cols);
-  CUDA_CHECK_LAUNCH();
+  detail::launch<column_sums_kernel>(detail::ceil_div(cols, kColumnThreads), kColumnThreads, 0, stream, m,
+                                     sums, rows, cols);
 }
 
 void linear_forward(const float* x, const float* w, const float* b, float* y, LinearShape s, bool relu,

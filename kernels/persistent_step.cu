@@ -20,7 +20,9 @@
 
 #include "kernels/classifier_head_block.cuh"
 #include "kernels/cuda_check.hpp"
+#include "kernels/device_dialect.cuh"
 #include "kernels/gather_linear_tile.cuh"
+#include "kernels/kernel_launch.cuh"
 #include "kernels/persistent_step_cuda.hpp"
 #include "kernels/weight_gradient_sgd_elements.cuh"
 
@@ -44,14 +46,14 @@ std::size_t shared_bytes(int batch, int classes) {
 
 // The barrier of the threads that run a tile: the first slab::kThreads of the block.
 __device__ __forceinline__ void tile_barrier() {
-  asm volatile("bar.sync %0, %1;" ::"n"(kTileBarrier), "n"(detail::slab::kThreads) : "memory");
+  detail::named_barrier<kTileBarrier, detail::slab::kThreads>();
 }
 
 // kVectorDy: phase 3's loads of dy as vectors (weight_gradient_sgd_elements.cuh).
 template <bool kVectorDy>
 __global__ void __launch_bounds__(kThreads) persistent_step_kernel(PersistentStepArgs a) {
   // 16-byte aligned, as dynamic shared memory always is: the tile's struct holds a long.
-  extern __shared__ float4 shared[];
+  MNISTDP_DYNAMIC_SHARED(float4, shared);
   auto& tile = *reinterpret_cast<detail::GatherLinearShared*>(shared);
   auto* head_shared = reinterpret_cast<float*>(shared);
   const cooperative_groups::grid_group grid = cooperative_groups::this_grid();
@@ -143,16 +145,14 @@ void persistent_steps(const PersistentStepArgs& a, int blocks, cudaStream_t stre
   validate(l, static_cast<std::size_t>(blocks) * kThreads);
   if (a.steps == 0) return;
   const std::size_t shared = shared_bytes(f.batch, h.classes);
-  PersistentStepArgs args = a;
-  void* params[] = {&args};
-  const void* kernel = detail::vector_dy_loads(l)
-                           ? reinterpret_cast<const void*>(persistent_step_kernel<true>)
-                           : reinterpret_cast<const void*>(persistent_step_kernel<false>);
-  const cudaError_t status = cudaLaunchCooperativeKernel(kernel, dim3(static_cast<unsigned>(blocks)),
-                                                         dim3(kThreads), params, shared, stream);
-  // A refused launch (more blocks than stay resident, say) leaves its error for the next check otherwise.
-  if (status != cudaSuccess) static_cast<void>(cudaGetLastError());
-  CUDA_CHECK(status);
+  // A refused launch (more blocks than stay resident, say) throws CudaError.
+  if (detail::vector_dy_loads(l)) {
+    detail::launch_cooperative<persistent_step_kernel<true>>(dim3(static_cast<unsigned>(blocks)),
+                                                             dim3(kThreads), shared, stream, a);
+  } else {
+    detail::launch_cooperative<persistent_step_kernel<false>>(dim3(static_cast<unsigned>(blocks)),
+                                                              dim3(kThreads), shared, stream, a);
+  }
 }
 
 }  // namespace mnistdp::cuda

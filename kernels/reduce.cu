@@ -9,6 +9,7 @@
 #include <string>
 
 #include "kernels/cuda_check.hpp"
+#include "kernels/kernel_launch.cuh"
 #include "kernels/reduce_cuda.hpp"
 
 namespace mnistdp::cuda {
@@ -43,8 +44,8 @@ void sum_in_order(const float* const* buffers, int replicas, float* out, std::si
   if (!buffers || !out) throw std::invalid_argument("sum_in_order: null pointer");
   if (n == 0) return;
   const std::size_t blocks = std::min<std::size_t>((n + kThreads - 1) / kThreads, kMaxBlocks);
-  sum_in_order_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(buffers, replicas, out, n);
-  CUDA_CHECK_LAUNCH();
+  detail::launch<sum_in_order_kernel>(static_cast<unsigned>(blocks), kThreads, 0, stream, buffers, replicas,
+                                      out, n);
 }
 
 }  // namespace mnistdp::cuda

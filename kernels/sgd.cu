@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "kernels/cuda_check.hpp"
+#include "kernels/kernel_launch.cuh"
 #include "kernels/sgd_cuda.hpp"
 #include "kernels/sgd_update.cuh"
 
@@ -30,9 +31,8 @@ void sgd_step(float* params, const float* grads, float* momentum, std::size_t n,
     throw std::invalid_argument("sgd_step: momentum != 0 needs a buffer");
   if (n == 0) return;
   const std::size_t blocks = std::min<std::size_t>((n + kThreads - 1) / kThreads, kMaxBlocks);
-  sgd_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(params, grads, momentum, n, cfg,
-                                                                     first_step);
-  CUDA_CHECK_LAUNCH();
+  detail::launch<sgd_kernel>(static_cast<unsigned>(blocks), kThreads, 0, stream, params, grads, momentum, n,
+                             cfg, first_step);
 }
 
 }  // namespace mnistdp::cuda

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "kernels/cuda_check.hpp"
+#include "kernels/kernel_launch.cuh"
 #include "kernels/softmax_xent_cuda.hpp"
 #include "kernels/softmax_xent_row.cuh"
 
@@ -42,9 +43,8 @@ void softmax_xent(const float* logits, const std::uint8_t* labels, float* dlogit
                   int classes, float grad_scale, cudaStream_t stream) {
   if (batch < 0 || classes < 1) throw std::invalid_argument("softmax_xent: bad shape");
   // Launched even for batch 0: the loss sum must still be written (as 0).
-  softmax_xent_kernel<<<1, kThreads, 0, stream>>>(logits, labels, dlogits, loss_sum, batch, classes,
-                                                  grad_scale);
-  CUDA_CHECK_LAUNCH();
+  detail::launch<softmax_xent_kernel>(1, kThreads, 0, stream, logits, labels, dlogits, loss_sum, batch,
+                                      classes, grad_scale);
 }
 
 }  // namespace mnistdp::cuda

@@ -1,6 +1,7 @@
 // The device-side row offset of host/cuda_replica.cpp's step graphs (step_cursor_cuda.hpp). One thread each:
 // the cost is the launch (or the graph node), never the work.
 #include "kernels/cuda_check.hpp"
+#include "kernels/kernel_launch.cuh"
 #include "kernels/step_cursor_cuda.hpp"
 
 namespace mnistdp::cuda {
@@ -19,13 +20,11 @@ __global__ void advance_cursor_kernel(int* __restrict__ cursor,  // [1]
 }  // namespace
 
 void set_cursor(int* cursor, int value, cudaStream_t stream) {
-  set_cursor_kernel<<<1, 1, 0, stream>>>(cursor, value);
-  CUDA_CHECK_LAUNCH();
+  detail::launch<set_cursor_kernel>(1, 1, 0, stream, cursor, value);
 }
 
 void advance_cursor(int* cursor, int delta, cudaStream_t stream) {
-  advance_cursor_kernel<<<1, 1, 0, stream>>>(cursor, delta);
-  CUDA_CHECK_LAUNCH();
+  detail::launch<advance_cursor_kernel>(1, 1, 0, stream, cursor, delta);
 }
 
 }  // namespace mnistdp::cuda

@@ -52,9 +52,9 @@ void weight_gradient_sgd(const WeightGradientSgdArgs& a, cudaStream_t stream, La
   const dim3 grid(
       static_cast<unsigned>(std::clamp<std::size_t>((items + kThreads - 1) / kThreads, 1, kMaxBlocks)));
   if (detail::vector_dy_loads(a))
-    detail::launch<weight_gradient_sgd_kernel<true>>(grid, dim3(kThreads), 0, stream, order, a);
+    detail::launch_in_order<weight_gradient_sgd_kernel<true>>(grid, dim3(kThreads), 0, stream, order, a);
   else
-    detail::launch<weight_gradient_sgd_kernel<false>>(grid, dim3(kThreads), 0, stream, order, a);
+    detail::launch_in_order<weight_gradient_sgd_kernel<false>>(grid, dim3(kThreads), 0, stream, order, a);
 }
 
 }  // namespace mnistdp::cuda

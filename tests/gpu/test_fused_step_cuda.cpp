@@ -384,9 +384,11 @@ TEST_CASE("the persistent kernel's phase timer counts every phase and changes no
   const SgdConfig sgd = sgd_config(0.01f, 0.9f, 0.0f, 0.0f, false);
   FusedStepState plain(103), timed(103);
   DeviceBuffer<long long> cycles(3);
-  CUDA_CHECK(cudaMemset(cycles.data(), 0, cycles.bytes()));
   const int sms = sm_count();
   Stream stream;
+  // On the kernels' own stream: a cudaMemset would run on the legacy default stream, which this
+  // non-blocking stream does not wait for.
+  CUDA_CHECK(cudaMemsetAsync(cycles.data(), 0, cycles.bytes(), stream.get()));
   enqueue_persistent_steps(plain.view(), 64, 64, sgd, 0, 4, sms, stream.get());
   enqueue_persistent_steps(timed.view(), 64, 64, sgd, 0, 4, sms, stream.get(), cycles.data());
   stream.synchronize();

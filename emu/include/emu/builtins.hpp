@@ -1,0 +1,28 @@
+#pragma once
+// What the device dialect (dialect.hpp) calls into: where the running emulated thread is, and the builtins
+// that synchronise threads (emu/src/block.cpp). Each checks its use as the hardware requires it and stops the
+// kernel with a message naming the kernel, the block and the thread when the use is wrong.
+#include <cstdint>
+
+#include "emu/types.hpp"
+
+// Where the running emulated thread is, as CUDA's built-in variables: the block's scheduler sets them on its
+// OS thread before it resumes an emulated thread.
+inline thread_local uint3 threadIdx{};
+inline thread_local uint3 blockIdx{};
+inline thread_local dim3 blockDim{};
+inline thread_local dim3 gridDim{};
+inline constexpr int warpSize = 32;
+
+namespace mnistdp::emu {
+
+void sync_threads();
+void named_barrier(int id, int threads);
+std::uint64_t shuffle_xor(unsigned mask, std::uint64_t value, int lane_mask, int width);
+void grid_sync();
+void* dynamic_shared_memory();
+void programmatic_wait();
+void programmatic_trigger();
+long long clock_ticks();
+
+}  // namespace mnistdp::emu

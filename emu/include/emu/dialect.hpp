@@ -1,0 +1,97 @@
+#pragma once
+// The CUDA C++ device dialect for the host compiler: what nvcc makes of a .cu file's device code, given
+// meaning on the CPU. Included before every .cu file of the emulated build (as nvcc includes its own runtime
+// header), so that the same sources compile unchanged.
+//
+// Each emulated thread is a fiber; a block's threads share one OS thread, so `__shared__` variables, which
+// are per block on a GPU, are thread_local here. The builtins that synchronise threads (barriers, warp
+// collectives, grid.sync()) switch fibers; everything else is ordinary host code.
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "emu/runtime.hpp"
+#include "emu/types.hpp"
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline __attribute__((always_inline))
+#define __noinline__ __attribute__((noinline))
+#define __launch_bounds__(...)
+#define __shared__ static thread_local
+#define __CUDA_ARCH__ 900
+
+#include "emu/builtins.hpp"
+
+inline void __syncthreads() {
+  ::mnistdp::emu::sync_threads();
+}
+
+template <typename T>
+inline T __shfl_xor_sync(unsigned mask, T value, int lane_mask, int width = warpSize) {
+  static_assert(sizeof(T) <= sizeof(std::uint64_t) && std::is_trivially_copyable_v<T>);
+  std::uint64_t bits = 0;
+  std::memcpy(&bits, &value, sizeof(T));
+  bits = ::mnistdp::emu::shuffle_xor(mask, bits, lane_mask, width);
+  T out;
+  std::memcpy(&out, &bits, sizeof(T));
+  return out;
+}
+
+// Round-to-nearest arithmetic: exactly one IEEE operation each (the emulated build compiles with
+// -ffp-contract=off, so nothing fuses them).
+inline float __fadd_rn(float a, float b) {
+  return a + b;
+}
+inline float __fsub_rn(float a, float b) {
+  return a - b;
+}
+inline float __fmul_rn(float a, float b) {
+  return a * b;
+}
+inline float __fdiv_rn(float a, float b) {
+  return a / b;
+}
+
+inline int min(int a, int b) {
+  return a < b ? a : b;
+}
+inline int max(int a, int b) {
+  return a > b ? a : b;
+}
+inline unsigned min(unsigned a, unsigned b) {
+  return a < b ? a : b;
+}
+inline unsigned max(unsigned a, unsigned b) {
+  return a > b ? a : b;
+}
+inline long min(long a, long b) {
+  return a < b ? a : b;
+}
+inline long max(long a, long b) {
+  return a > b ? a : b;
+}
+
+inline long long clock64() {
+  return ::mnistdp::emu::clock_ticks();
+}
+
+// Blocks of a cooperative launch run on OS threads of their own: these must be real atomics.
+inline int atomicAdd(int* address, int value) {
+  return __atomic_fetch_add(address, value, __ATOMIC_RELAXED);
+}
+inline unsigned atomicAdd(unsigned* address, unsigned value) {
+  return __atomic_fetch_add(address, value, __ATOMIC_RELAXED);
+}
+inline unsigned long long atomicAdd(unsigned long long* address, unsigned long long value) {
+  return __atomic_fetch_add(address, value, __ATOMIC_RELAXED);
+}
+
+inline void cudaGridDependencySynchronize() {
+  ::mnistdp::emu::programmatic_wait();
+}
+inline void cudaTriggerProgrammaticLaunchCompletion() {
+  ::mnistdp::emu::programmatic_trigger();
+}

@@ -1,0 +1,498 @@
+#include "emu/src/block.hpp"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <boost/context/fiber.hpp>
+#include <boost/context/stack_context.hpp>
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "emu/builtins.hpp"
+#include "emu/src/config.hpp"
+#include "emu/src/engine.hpp"
+
+namespace mnistdp::emu {
+
+bool GridBarrier::arrive_and_wait() {
+  std::unique_lock lock(mutex_);
+  if (aborted_) return false;
+  const std::uint64_t generation = generation_;
+  if (++arrived_ == blocks_) {
+    arrived_ = 0;
+    ++generation_;
+    changed_.notify_all();
+    return true;
+  }
+  changed_.wait(lock, [&] { return generation_ != generation || aborted_; });
+  return !aborted_ || generation_ != generation;
+}
+
+void GridBarrier::abort() {
+  std::lock_guard lock(mutex_);
+  aborted_ = true;
+  changed_.notify_all();
+}
+
+namespace {
+
+namespace ctx = boost::context;
+
+// Fiber stacks, reused across blocks and launches: mapping a stack per thread per launch would cost more
+// than most kernels. Each has a guard page below it, so that an overflow faults instead of corrupting.
+class StackPool {
+ public:
+  static StackPool& get() {
+    static StackPool pool;
+    return pool;
+  }
+  ctx::stack_context take() {
+    {
+      std::lock_guard lock(mutex_);
+      if (!free_.empty()) {
+        ctx::stack_context s = free_.back();
+        free_.pop_back();
+        return s;
+      }
+    }
+    const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+    void* p = mmap(nullptr, kStackBytes + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    mprotect(p, page, PROT_NONE);
+    ctx::stack_context s;
+    s.size = kStackBytes;
+    s.sp = static_cast<char*>(p) + page + kStackBytes;
+    return s;
+  }
+  void give_back(ctx::stack_context s) {
+    std::lock_guard lock(mutex_);
+    free_.push_back(s);
+  }
+
+ private:
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  static constexpr std::size_t kStackBytes = 1 << 20;
+#else
+  static constexpr std::size_t kStackBytes = 256 << 10;
+#endif
+  std::mutex mutex_;
+  std::vector<ctx::stack_context> free_;
+};
+
+struct PooledStack {
+  ctx::stack_context allocate() { return StackPool::get().take(); }
+  void deallocate(ctx::stack_context& s) noexcept { StackPool::get().give_back(s); }
+};
+
+// The adversarial order's generator: a splitmix64 stream, cheap enough to shuffle every barrier's threads.
+class SplitMix {
+ public:
+  using result_type = std::uint64_t;
+  explicit SplitMix(std::uint64_t seed) : state_(seed) {}
+  static constexpr result_type min() { return 0; }
+  static constexpr result_type max() { return ~result_type{0}; }
+  result_type operator()() {
+    state_ += 0x9e3779b97f4a7c15ull;
+    return mix(state_, 0);
+  }
+
+ private:
+  std::uint64_t state_;
+};
+
+enum class Wait { none, barrier, shuffle, grid };
+
+// Where a thread is: what the built-in variables hold while it runs.
+struct ThreadContext {
+  uint3 thread_idx;
+  uint3 block_idx;
+  dim3 block_dim;
+  dim3 grid_dim;
+};
+
+void enter(const ThreadContext& c) {
+  threadIdx = c.thread_idx;
+  blockIdx = c.block_idx;
+  blockDim = c.block_dim;
+  gridDim = c.grid_dim;
+}
+
+struct Thread {
+  ThreadContext context{};
+  unsigned linear = 0;
+  bool started = false;
+  bool done = false;
+  Wait wait = Wait::none;
+  int barrier = 0;
+  ctx::fiber suspended;             // the fiber holding this thread while it waits
+  ctx::fiber* scheduler = nullptr;  // where this thread's fiber returns to
+};
+
+struct NamedBarrier {
+  std::vector<int> waiting;
+  int expected = 0;
+};
+
+struct WarpCollective {
+  unsigned mask = 0;
+  unsigned arrived = 0;
+  unsigned reads = 0;
+  std::uint64_t values[32] = {};
+  std::uint64_t generation = 0;
+};
+
+struct Warp {
+  std::uint64_t lane_generation[32] = {};
+  WarpCollective collective[2];  // by generation parity: a lane may start the next while others read
+};
+
+std::string dims(uint3 v) {
+  return "(" + std::to_string(v.x) + "," + std::to_string(v.y) + "," + std::to_string(v.z) + ")";
+}
+
+class Block;
+thread_local Block* tls_block = nullptr;
+
+class Block {
+ public:
+  Block(const LaunchSpec& spec, const std::function<void()>& body, uint3 index, GridBarrier* grid,
+        std::uint64_t seed)
+      : spec_(spec), body_(body), index_(index), grid_(grid), rng_(seed) {
+    const dim3 b = spec.block;
+    count_ = static_cast<int>(b.x * b.y * b.z);
+    threads_.resize(static_cast<std::size_t>(count_));
+    for (int i = 0; i < count_; ++i) {
+      Thread& t = threads_[static_cast<std::size_t>(i)];
+      const auto u = static_cast<unsigned>(i);
+      t.linear = u;
+      t.context.thread_idx = {u % b.x, u / b.x % b.y, u / (b.x * b.y)};
+      t.context.block_idx = index;
+      t.context.block_dim = spec.block;
+      t.context.grid_dim = spec.grid;
+    }
+    warps_.resize(static_cast<std::size_t>((count_ + 31) / 32));
+    start_order_.resize(static_cast<std::size_t>(count_));
+    for (int i = 0; i < count_; ++i)
+      start_order_[static_cast<std::size_t>(i)] = i;
+    shuffle(start_order_);
+    if (spec.shared_bytes > 0) {
+      dynamic_shared_.reset(new (std::align_val_t{16}) std::byte[spec.shared_bytes]);
+      std::memset(dynamic_shared_.get(), 0xFF, spec.shared_bytes);  // NaN: a read nobody wrote shows
+    }
+  }
+
+  ~Block() {
+    // Threads still suspended (after a fault) are unwound by their fibers' destructors, on this OS thread.
+    tls_block = this;
+    for (Thread& t : threads_)
+      t.suspended = {};
+    tls_block = nullptr;
+  }
+
+  void run() {
+    tls_block = this;
+    struct Reset {
+      ~Reset() { tls_block = nullptr; }
+    } reset;
+    while (true) {
+      if (!fault_.empty()) throw Fault(cudaErrorLaunchFailure, fault_);
+      if (!runnable_.empty()) {
+        const int t = runnable_.front();
+        runnable_.pop_front();
+        resume(t);
+      } else if (next_start_ < count_) {
+        start_fiber();
+      } else if (done_ == count_) {
+        return;
+      } else if (grid_waiting_ == count_ - done_ && grid_waiting_ > 0) {
+        if (done_ > 0) fail_at(-1, "threads exited while others wait at grid.sync()");
+        if (!grid_->arrive_and_wait())
+          throw Fault(cudaErrorLaunchFailure, "aborted: another block of the grid failed");
+        std::vector<int> waiting;
+        for (Thread& t : threads_)
+          if (t.wait == Wait::grid) waiting.push_back(static_cast<int>(t.linear));
+        grid_waiting_ = 0;
+        release(waiting);
+      } else {
+        fail_at(-1, "deadlock: " + describe_waits());
+      }
+    }
+  }
+
+  // ---- the builtins, called by the running thread -------------------------------------------------------
+
+  void barrier(int id, int expected, const char* what) {
+    Thread& t = running();
+    if (id == 0) expected = count_;
+    if (expected <= 0 || expected > count_ || (id != 0 && expected % 32 != 0))
+      fail_at(current_, std::string(what) + " with a thread count of " + std::to_string(expected));
+    NamedBarrier& b = barriers_[static_cast<std::size_t>(id)];
+    if (b.waiting.empty()) {
+      b.expected = expected;
+    } else if (b.expected != expected) {
+      fail_at(current_, std::string(what) + " reached with " + std::to_string(expected) +
+                            " threads where others gave " + std::to_string(b.expected));
+    }
+    if (id == 0 && done_ > 0)
+      fail_at(current_, "reached __syncthreads() after " + std::to_string(done_) +
+                            " threads of the block exited: every thread must reach it");
+    t.wait = Wait::barrier;
+    t.barrier = id;
+    b.waiting.push_back(current_);
+    if (static_cast<int>(b.waiting.size()) == b.expected) {
+      std::vector<int> all = std::move(b.waiting);
+      b.waiting.clear();
+      release(all);
+    }
+    suspend();
+  }
+
+  std::uint64_t shuffle_xor(unsigned mask, std::uint64_t value, int lane_mask, int width) {
+    const int self = current_;
+    const int lane = self % 32;
+    Warp& w = warps_[static_cast<std::size_t>(self / 32)];
+    if (width != 32) fail_at(self, "__shfl_xor_sync with a width other than 32 is not emulated");
+    if (((mask >> lane) & 1u) == 0)
+      fail_at(self, "__shfl_xor_sync with mask " + hex(mask) + ", which does not name the calling lane " +
+                        std::to_string(lane));
+    const int warp_base = self - lane;
+    for (int l = 0; l < 32; ++l) {
+      if (((mask >> l) & 1u) == 0) continue;
+      if (warp_base + l >= count_)
+        fail_at(self, "__shfl_xor_sync with mask " + hex(mask) + ", which names lane " + std::to_string(l) +
+                          " of a warp that has no such thread");
+      if (threads_[static_cast<std::size_t>(warp_base + l)].done)
+        fail_at(self, "__shfl_xor_sync with mask " + hex(mask) + ", but lane " + std::to_string(l) +
+                          " has exited: it will never arrive");
+    }
+    const std::uint64_t generation = w.lane_generation[lane]++;
+    WarpCollective& c = w.collective[generation % 2];
+    if (c.arrived == 0) {
+      c.mask = mask;
+      c.generation = generation;
+    } else if (c.mask != mask || c.generation != generation) {
+      fail_at(self, "lanes of one warp reached different collectives (masks " + hex(c.mask) + " and " +
+                        hex(mask) + "): every lane a mask names must make the same call");
+    }
+    c.values[lane] = value;
+    c.arrived |= 1u << lane;
+    threads_[static_cast<std::size_t>(self)].wait = Wait::shuffle;
+    if ((c.arrived & mask) == mask) {
+      std::vector<int> lanes;
+      for (int l = 0; l < 32; ++l)
+        if ((mask >> l) & 1u) lanes.push_back(warp_base + l);
+      release(lanes);
+    }
+    suspend();
+    const int source = lane ^ lane_mask;
+    if (source > 31 || ((mask >> source) & 1u) == 0)
+      fail_at(self, "__shfl_xor_sync reads lane " + std::to_string(source) + ", which the mask " + hex(mask) +
+                        " does not name");
+    const std::uint64_t out = c.values[source];
+    if (++c.reads == static_cast<unsigned>(std::popcount(mask))) {
+      c.arrived = 0;
+      c.reads = 0;
+    }
+    return out;
+  }
+
+  void grid_sync() {
+    if (!grid_) fail_at(current_, "grid.sync() in a kernel not launched cooperatively");
+    running().wait = Wait::grid;
+    ++grid_waiting_;
+    suspend();
+  }
+
+  void* dynamic_shared() { return dynamic_shared_.get(); }
+
+ private:
+  static std::string hex(unsigned v) {
+    char text[16];
+    std::snprintf(text, sizeof text, "0x%08x", v);
+    return text;
+  }
+
+  Thread& running() { return threads_[static_cast<std::size_t>(current_)]; }
+
+  template <typename T>
+  void shuffle(std::vector<T>& v) {
+    if (config().order == Order::in_order) return;
+    std::shuffle(v.begin(), v.end(), rng_);
+  }
+
+  void release(std::vector<int> threads) {
+    shuffle(threads);
+    for (int t : threads) {
+      threads_[static_cast<std::size_t>(t)].wait = Wait::none;
+      runnable_.push_back(t);
+    }
+  }
+
+  [[noreturn]] void fail_at(int thread, const std::string& what) {
+    std::string where = "emulated CUDA: kernel " + std::string(spec_.name) + ", block " + dims(index_);
+    if (thread >= 0)
+      where += ", thread " + dims(threads_[static_cast<std::size_t>(thread)].context.thread_idx);
+    fault_ = where + ": " + what;
+    if (grid_) grid_->abort();
+    throw Fault(cudaErrorLaunchFailure, fault_);
+  }
+
+  std::string describe_waits() const {
+    std::string out;
+    int at_barrier = 0;
+    for (std::size_t id = 0; id < barriers_.size(); ++id) {
+      const NamedBarrier& b = barriers_[id];
+      if (b.waiting.empty()) continue;
+      at_barrier += static_cast<int>(b.waiting.size());
+      out += std::to_string(b.waiting.size()) + " of " + std::to_string(b.expected) + " threads wait at " +
+             (id == 0 ? std::string("__syncthreads()") : "named barrier " + std::to_string(id)) + "; ";
+    }
+    for (std::size_t w = 0; w < warps_.size(); ++w) {
+      for (const WarpCollective& c : warps_[w].collective) {
+        if (c.arrived == 0) continue;
+        out += "warp " + std::to_string(w) + ": lanes " + hex(c.arrived) +
+               " wait at __shfl_xor_sync for lanes " + hex(c.mask & ~c.arrived) + "; ";
+      }
+    }
+    out += std::to_string(done_) + " threads exited";
+    static_cast<void>(at_barrier);
+    return out;
+  }
+
+  // The running thread gives the OS thread back to the scheduler until it is released.
+  void suspend() {
+    Thread& t = running();
+    const int self = current_;
+    ctx::fiber* scheduler = t.scheduler;
+    *scheduler = std::move(*scheduler).resume();
+    // Resumed by the scheduler, which set current_ and the built-in variables.
+    threads_[static_cast<std::size_t>(self)].scheduler = scheduler;
+  }
+
+  void resume(int t) {
+    Thread& th = threads_[static_cast<std::size_t>(t)];
+    current_ = t;
+    enter(th.context);
+    ctx::fiber f = std::move(th.suspended).resume();
+    after_switch(std::move(f));
+  }
+
+  void start_fiber() {
+    ctx::fiber f(std::allocator_arg, PooledStack{}, [this](ctx::fiber&& scheduler) {
+      try {
+        while (next_start_ < count_ && fault_.empty()) {
+          const int t = start_order_[static_cast<std::size_t>(next_start_++)];
+          Thread& th = threads_[static_cast<std::size_t>(t)];
+          current_ = t;
+          enter(th.context);
+          th.started = true;
+          th.scheduler = &scheduler;
+          body_();
+          exit_thread(t);
+        }
+      } catch (const ctx::detail::forced_unwind&) {
+        throw;
+      } catch (const Fault&) {
+        // fault_ holds the message; the scheduler throws it.
+      } catch (const std::exception& e) {
+        fault_ = "emulated CUDA: kernel " + std::string(spec_.name) + ", block " + dims(index_) +
+                 ": a thread's code threw: " + e.what();
+      }
+      return std::move(scheduler);
+    });
+    after_switch(std::move(f).resume());
+  }
+
+  // The fiber that just gave the OS thread back: suspended with the thread it ran (kept), or finished.
+  void after_switch(ctx::fiber f) {
+    if (f) threads_[static_cast<std::size_t>(current_)].suspended = std::move(f);
+  }
+
+  void exit_thread(int t) {
+    Thread& th = threads_[static_cast<std::size_t>(t)];
+    th.done = true;
+    ++done_;
+    if (!barriers_[0].waiting.empty())
+      fail_at(t, "exited while " + std::to_string(barriers_[0].waiting.size()) +
+                     " threads of its block wait at __syncthreads(): every thread must reach it");
+    const int lane = t % 32;
+    for (const WarpCollective& c : warps_[static_cast<std::size_t>(t / 32)].collective) {
+      if (c.arrived != 0 && ((c.mask >> lane) & 1u) && !((c.arrived >> lane) & 1u))
+        fail_at(t, "exited while lanes " + hex(c.arrived) + " of its warp wait for it at __shfl_xor_sync");
+    }
+    if (grid_waiting_ > 0) fail_at(t, "exited while threads of its block wait at grid.sync()");
+  }
+
+  const LaunchSpec& spec_;
+  const std::function<void()>& body_;
+  uint3 index_;
+  GridBarrier* grid_;
+  SplitMix rng_;
+  int count_ = 0;
+  std::vector<Thread> threads_;
+  std::vector<Warp> warps_;
+  std::vector<int> start_order_;
+  int next_start_ = 0;
+  int current_ = -1;
+  int done_ = 0;
+  int grid_waiting_ = 0;
+  std::deque<int> runnable_;
+  std::array<NamedBarrier, 16> barriers_;  // 0 is __syncthreads(); bar.sync takes ids 0 to 15
+  std::unique_ptr<std::byte[]> dynamic_shared_;
+  std::string fault_;
+};
+
+Block& block_of_caller(const char* builtin) {
+  if (!tls_block) throw std::logic_error(std::string(builtin) + " called outside an emulated kernel");
+  return *tls_block;
+}
+
+}  // namespace
+
+void run_block(const LaunchSpec& spec, const std::function<void()>& body, uint3 index, GridBarrier* grid,
+               std::uint64_t seed) {
+  Block block(spec, body, index, grid, seed);
+  block.run();
+}
+
+void sync_threads() {
+  block_of_caller("__syncthreads()").barrier(0, 0, "__syncthreads()");
+}
+
+void named_barrier(int id, int threads) {
+  if (id < 0 || id > 15)
+    block_of_caller("bar.sync").barrier(0, -1, "a named barrier with an id outside 0 to 15");
+  block_of_caller("bar.sync").barrier(id, threads, "a named barrier (bar.sync)");
+}
+
+std::uint64_t shuffle_xor(unsigned mask, std::uint64_t value, int lane_mask, int width) {
+  return block_of_caller("__shfl_xor_sync").shuffle_xor(mask, value, lane_mask, width);
+}
+
+void grid_sync() {
+  block_of_caller("grid.sync()").grid_sync();
+}
+
+void* dynamic_shared_memory() {
+  return block_of_caller("extern __shared__").dynamic_shared();
+}
+
+// The dependent kernel of a programmatic launch starts after its primary has finished here, so the wait
+// returns at once and the trigger has nothing to release.
+void programmatic_wait() {}
+void programmatic_trigger() {}
+
+long long clock_ticks() {
+  return std::chrono::steady_clock::now().time_since_epoch().count();
+}
+
+}  // namespace mnistdp::emu

@@ -1,0 +1,54 @@
+#include "emu/src/config.hpp"
+
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+
+namespace mnistdp::emu {
+namespace {
+
+long read_number(const char* name, long fallback, long lo, long hi) {
+  const char* text = std::getenv(name);
+  if (!text || !*text) return fallback;
+  char* end = nullptr;
+  const long value = std::strtol(text, &end, 10);
+  if (*end != '\0' || value < lo || value > hi) {
+    throw std::runtime_error(std::string(name) + "='" + text + "' is not a whole number from " +
+                             std::to_string(lo) + " to " + std::to_string(hi));
+  }
+  return value;
+}
+
+Config read_config() {
+  Config c;
+  c.devices = static_cast<int>(read_number("MNISTDP_EMU_DEVICES", 1, 0, 64));
+  c.sms = static_cast<int>(read_number("MNISTDP_EMU_SMS", 8, 1, 1024));
+  c.seed = static_cast<std::uint64_t>(read_number("MNISTDP_EMU_SEED", 1, 0, 1L << 62));
+  if (const char* order = std::getenv("MNISTDP_EMU_ORDER"); order && *order) {
+    const std::string o = order;
+    if (o == "adversarial") {
+      c.order = Order::adversarial;
+    } else if (o == "in-order") {
+      c.order = Order::in_order;
+    } else {
+      throw std::runtime_error("MNISTDP_EMU_ORDER='" + o + "' is neither 'adversarial' nor 'in-order'");
+    }
+  }
+  return c;
+}
+
+}  // namespace
+
+const Config& config() {
+  static const Config c = read_config();
+  return c;
+}
+
+std::uint64_t mix(std::uint64_t a, std::uint64_t b) {
+  std::uint64_t z = a + 0x9e3779b97f4a7c15ull * (b + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+}  // namespace mnistdp::emu

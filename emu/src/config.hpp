@@ -1,0 +1,28 @@
+#pragma once
+// The emulated machine, read once from the environment (docs/emulation.md):
+//   MNISTDP_EMU_DEVICES  number of emulated GPUs (default 1; 0 behaves as a machine without a GPU)
+//   MNISTDP_EMU_SMS      streaming multiprocessors per device (default 8): cooperative launches and occupancy
+//   MNISTDP_EMU_ORDER    adversarial (default): a block's threads in a seeded shuffled order and the ready
+//                        operations of independent streams latest first; in-order: thread 0 first and streams
+//                        oldest first, the order to step through in a debugger
+//   MNISTDP_EMU_SEED     the seed of the adversarial order (default 1)
+#include <cstdint>
+
+namespace mnistdp::emu {
+
+enum class Order { adversarial, in_order };
+
+struct Config {
+  int devices = 1;
+  int sms = 8;
+  Order order = Order::adversarial;
+  std::uint64_t seed = 1;
+};
+
+// Throws std::runtime_error naming the variable when one is malformed.
+const Config& config();
+
+// A well-mixed 64-bit hash of its inputs (splitmix64 steps), for the seeded orders.
+std::uint64_t mix(std::uint64_t a, std::uint64_t b);
+
+}  // namespace mnistdp::emu

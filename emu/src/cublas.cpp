@@ -1,0 +1,148 @@
+// cuBLAS's single-precision GEMM on the emulated devices: each element of C summed over k in order with fused
+// multiply-adds. cuBLAS documents no summation order, so the project's tests hold its results to a tolerance,
+// never to the bit; TF32 mode rounds both inputs to TF32 first, as tensor cores do.
+#include <cublas_v2.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "emu/src/engine.hpp"
+
+struct cublasContext {
+  cudaStream_t stream = nullptr;
+  cublasMath_t math = CUBLAS_DEFAULT_MATH;
+  int device = 0;
+};
+
+namespace {
+
+// Rounds to TF32's 10 explicit mantissa bits, to nearest with ties away from zero (cvt.rna.tf32.f32).
+float to_tf32(float v) {
+  if (!std::isfinite(v)) return v;
+  std::uint32_t bits = 0;
+  std::memcpy(&bits, &v, sizeof bits);
+  bits += 0x1000u;  // half of the 13 dropped bits' weight
+  bits &= 0xffffe000u;
+  float out = 0.0f;
+  std::memcpy(&out, &bits, sizeof out);
+  return out;
+}
+
+}  // namespace
+
+cublasStatus_t cublasCreate(cublasHandle_t* handle) {
+  if (!handle) return CUBLAS_STATUS_INVALID_VALUE;
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return CUBLAS_STATUS_NOT_INITIALIZED;
+  *handle = new cublasContext{nullptr, CUBLAS_DEFAULT_MATH, device};
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasDestroy(cublasHandle_t handle) {
+  if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
+  delete handle;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSetStream(cublasHandle_t handle, cudaStream_t stream) {
+  if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
+  handle->stream = stream;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode) {
+  if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (mode != CUBLAS_DEFAULT_MATH && mode != CUBLAS_PEDANTIC_MATH && mode != CUBLAS_TF32_TENSOR_OP_MATH)
+    return CUBLAS_STATUS_INVALID_VALUE;
+  handle->math = mode;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSetPointerMode(cublasHandle_t handle, cublasPointerMode_t mode) {
+  if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
+  // Only host scalars are emulated.
+  return mode == CUBLAS_POINTER_MODE_HOST ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_SUPPORTED;
+}
+
+const char* cublasGetStatusName(cublasStatus_t status) {
+  switch (status) {
+    case CUBLAS_STATUS_SUCCESS:
+      return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_NOT_INITIALIZED:
+      return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_ALLOC_FAILED:
+      return "CUBLAS_STATUS_ALLOC_FAILED";
+    case CUBLAS_STATUS_INVALID_VALUE:
+      return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_EXECUTION_FAILED:
+      return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case CUBLAS_STATUS_NOT_SUPPORTED:
+      return "CUBLAS_STATUS_NOT_SUPPORTED";
+  }
+  return "CUBLAS_STATUS_UNKNOWN";
+}
+
+const char* cublasGetStatusString(cublasStatus_t status) {
+  switch (status) {
+    case CUBLAS_STATUS_SUCCESS:
+      return "success";
+    case CUBLAS_STATUS_NOT_INITIALIZED:
+      return "the library was not initialized";
+    case CUBLAS_STATUS_INVALID_VALUE:
+      return "an invalid numeric value was used as an argument";
+    case CUBLAS_STATUS_NOT_SUPPORTED:
+      return "the functionality requested is not supported (emulated cuBLAS)";
+    default:
+      return "an emulated cuBLAS error";
+  }
+}
+
+cublasStatus_t cublasSgemm(cublasHandle_t handle, cublasOperation_t trans_a, cublasOperation_t trans_b, int m,
+                           int n, int k, const float* alpha, const float* a, int lda, const float* b, int ldb,
+                           const float* beta, float* c, int ldc) {
+  if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (m < 0 || n < 0 || k < 0 || !alpha || !beta) return CUBLAS_STATUS_INVALID_VALUE;
+  const int rows_a = trans_a == CUBLAS_OP_N ? m : k;
+  const int rows_b = trans_b == CUBLAS_OP_N ? k : n;
+  if (lda < std::max(1, rows_a) || ldb < std::max(1, rows_b) || ldc < std::max(1, m))
+    return CUBLAS_STATUS_INVALID_VALUE;
+  if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
+  const float al = *alpha;
+  const float be = *beta;
+  const bool tf32 = handle->math == CUBLAS_TF32_TENSOR_OP_MATH;
+  mnistdp::emu::Op op;
+  op.what = "cublasSgemm";
+  op.run = [=] {
+    // Column-major: element (i, j) of X with leading dimension ld is X[i + j * ld].
+    auto at_a = [&](int i, int p) {
+      return trans_a == CUBLAS_OP_N ? a[i + static_cast<long>(p) * lda] : a[p + static_cast<long>(i) * lda];
+    };
+    auto at_b = [&](int p, int j) {
+      return trans_b == CUBLAS_OP_N ? b[p + static_cast<long>(j) * ldb] : b[j + static_cast<long>(p) * ldb];
+    };
+    for (int j = 0; j < n; ++j) {
+      for (int i = 0; i < m; ++i) {
+        float acc = 0.0f;
+        for (int p = 0; p < k; ++p) {
+          const float x = tf32 ? to_tf32(at_a(i, p)) : at_a(i, p);
+          const float y = tf32 ? to_tf32(at_b(p, j)) : at_b(p, j);
+          acc = std::fma(x, y, acc);
+        }
+        float& out = c[i + static_cast<long>(j) * ldc];
+        out = be == 0.0f ? al * acc : al * acc + be * out;  // beta 0: C is not read, as cuBLAS promises
+      }
+    }
+  };
+  auto& engine = mnistdp::emu::Engine::get();
+  CUstream_st* stream = nullptr;
+  {
+    int current = 0;
+    static_cast<void>(cudaGetDevice(&current));
+    if (current != handle->device) return CUBLAS_STATUS_EXECUTION_FAILED;
+    stream = engine.resolve(handle->stream);
+  }
+  if (engine.enqueue(stream, std::move(op)) != cudaSuccess) return CUBLAS_STATUS_EXECUTION_FAILED;
+  return CUBLAS_STATUS_SUCCESS;
+}

@@ -1,0 +1,185 @@
+// Kernel launches: checked as the runtime checks them when the call is made, then run as one operation of
+// the stream, block by block (engine.hpp, block.hpp).
+#include <cxxabi.h>
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <numeric>
+#include <random>
+#include <thread>
+
+#include "emu/src/block.hpp"
+#include "emu/src/config.hpp"
+#include "emu/src/engine.hpp"
+#include "emu/src/memory.hpp"
+
+namespace mnistdp::emu {
+namespace {
+
+constexpr int kMaxThreadsPerBlock = 1024;
+constexpr std::size_t kMaxSharedPerBlock = 48 * 1024;  // without the opt-in the project never makes
+constexpr std::size_t kSharedPerSm = 228 * 1024;
+constexpr std::size_t kSharedReservedPerBlock = 1024;
+constexpr int kMaxThreadsPerSm = 2048;
+constexpr int kMaxBlocksPerSm = 32;
+// Registers are not emulated; occupancy takes every thread to use 64 of an SM's 65,536 (nvcc's ptxas report
+// in build/PRESET/build.log gives a kernel's real count), so that a 256-thread block fills a quarter of one.
+constexpr int kRegistersPerSm = 65536;
+constexpr int kRegistersPerThread = 64;
+
+cudaError_t refuse(cudaError_t code, const LaunchSpec& spec, const std::string& why) {
+  Engine::get().set_detail(code, "emulated CUDA: launch of " + std::string(spec.name) + " refused: " + why);
+  return record(code);
+}
+
+int blocks_per_sm(int block_threads, std::size_t shared_bytes) {
+  const int warps_threads = (block_threads + 31) / 32 * 32;
+  int blocks = std::min({kMaxThreadsPerSm / warps_threads, kMaxBlocksPerSm,
+                         kRegistersPerSm / (kRegistersPerThread * warps_threads)});
+  if (shared_bytes > 0)
+    blocks = std::min(blocks, static_cast<int>(kSharedPerSm / (shared_bytes + kSharedReservedPerBlock)));
+  return blocks;
+}
+
+std::uint64_t next_launch_number() {
+  static std::atomic<std::uint64_t> launches{0};
+  return launches.fetch_add(1, std::memory_order_relaxed);
+}
+
+void run_grid(const LaunchSpec& spec, const std::function<void()>& body, int device, std::uint64_t launch) {
+  const dim3 g = spec.grid;
+  const std::uint64_t seed = mix(config().seed, launch);
+  std::vector<uint3> blocks;
+  blocks.reserve(static_cast<std::size_t>(g.x) * g.y * g.z);
+  for (unsigned z = 0; z < g.z; ++z)
+    for (unsigned y = 0; y < g.y; ++y)
+      for (unsigned x = 0; x < g.x; ++x)
+        blocks.push_back({x, y, z});
+  if (!spec.cooperative) {
+    // Blocks are independent: one after another, in the adversarial order a shuffle of them.
+    if (config().order == Order::adversarial) {
+      std::mt19937_64 rng(seed);
+      std::shuffle(blocks.begin(), blocks.end(), rng);
+    }
+    for (std::size_t i = 0; i < blocks.size(); ++i)
+      run_block(spec, body, blocks[i], nullptr, mix(seed, i));
+  } else {
+    // All blocks resident at once, each on an OS thread of its own (so that its __shared__ variables, which
+    // are thread_local, are its own), meeting at the grid barrier.
+    GridBarrier barrier(static_cast<int>(blocks.size()));
+    std::mutex mutex;
+    std::string first_fault;
+    std::vector<std::thread> threads;
+    threads.reserve(blocks.size());
+    for (std::size_t i = 0; i < blocks.size(); ++i) {
+      threads.emplace_back([&, i] {
+        try {
+          run_block(spec, body, blocks[i], &barrier, mix(seed, i));
+        } catch (const Fault& f) {
+          barrier.abort();
+          std::lock_guard lock(mutex);
+          // The block that failed first names the problem; the others only stopped because of it.
+          const std::string what = f.what();
+          const auto only_aborted = [](const std::string& m) {
+            return m.find("aborted: another block") != m.npos;
+          };
+          if (first_fault.empty() || (only_aborted(first_fault) && !only_aborted(what))) first_fault = what;
+        }
+      });
+    }
+    for (std::thread& t : threads)
+      t.join();
+    if (!first_fault.empty()) throw Fault(cudaErrorLaunchFailure, first_fault);
+  }
+  check_guard_zones(device, spec.name);
+}
+
+}  // namespace
+
+cudaError_t enqueue_launch(const LaunchSpec& spec, CUstream_st* stream_handle,
+                           std::function<void()> thread_body) {
+  Engine& e = Engine::get();
+  if (e.devices.empty()) return record(cudaErrorNoDevice);
+  CUstream_st* stream = e.resolve(stream_handle);
+  const int device = e.current_device();
+  if (stream->device != device)
+    return refuse(cudaErrorInvalidResourceHandle, spec,
+                  "its stream belongs to another device than the current one");
+  if (const cudaError_t f = e.device_fault(device); f != cudaSuccess) return record(f);
+  const dim3 b = spec.block;
+  const dim3 g = spec.grid;
+  const long threads = static_cast<long>(b.x) * b.y * b.z;
+  if (threads < 1 || threads > kMaxThreadsPerBlock || b.z > 64)
+    return refuse(cudaErrorInvalidConfiguration, spec,
+                  "a block of " + std::to_string(b.x) + "x" + std::to_string(b.y) + "x" +
+                      std::to_string(b.z) + " threads");
+  if (g.x < 1 || g.y < 1 || g.z < 1 || g.y > 65535 || g.z > 65535 || g.x > 2147483647u)
+    return refuse(cudaErrorInvalidConfiguration, spec,
+                  "a grid of " + std::to_string(g.x) + "x" + std::to_string(g.y) + "x" + std::to_string(g.z) +
+                      " blocks");
+  if (spec.shared_bytes > kMaxSharedPerBlock)
+    return refuse(
+        cudaErrorInvalidValue, spec,
+        std::to_string(spec.shared_bytes) + " bytes of dynamic shared memory, above the 48 KiB of a block");
+  if (spec.cooperative) {
+    const long blocks = static_cast<long>(g.x) * g.y * g.z;
+    const long resident =
+        static_cast<long>(blocks_per_sm(static_cast<int>(threads), spec.shared_bytes)) * config().sms;
+    if (blocks > resident)
+      return refuse(cudaErrorCooperativeLaunchTooLarge, spec,
+                    std::to_string(blocks) + " blocks, more than the " + std::to_string(resident) +
+                        " that stay resident at once");
+  }
+  Op op;
+  op.what = "kernel " + std::string(spec.name);
+  const std::uint64_t launch = next_launch_number();
+  auto body = std::make_shared<const std::function<void()>>(std::move(thread_body));
+  // The spec's name points to storage that lives as long as the program (kernel_name's statics).
+  op.run = [spec, body, device, launch] { run_grid(spec, *body, device, launch); };
+  return record(e.enqueue(stream, std::move(op)));
+}
+
+const char* kernel_name_of(const void* kernel) {
+  static std::mutex mutex;
+  static std::map<const void*, std::string> names;
+  std::lock_guard lock(mutex);
+  auto it = names.find(kernel);
+  if (it == names.end()) {
+    std::string name;
+    Dl_info info{};
+    if (dladdr(kernel, &info) && info.dli_sname) {
+      int status = 0;
+      char* demangled = abi::__cxa_demangle(info.dli_sname, nullptr, nullptr, &status);
+      name = status == 0 && demangled ? demangled : info.dli_sname;
+      std::free(demangled);
+    } else {
+      char text[48];
+      std::snprintf(text, sizeof text, "the kernel at %p", kernel);
+      name = text;
+    }
+    it = names.emplace(kernel, name).first;
+  }
+  return it->second.c_str();
+}
+
+cudaError_t function_attributes(cudaFuncAttributes* attributes) {
+  if (!attributes) return record(cudaErrorInvalidValue);
+  *attributes = cudaFuncAttributes{};
+  attributes->maxThreadsPerBlock = kMaxThreadsPerBlock;
+  attributes->ptxVersion = 90;  // the emulated build compiles device code as for compute capability 9.0
+  attributes->binaryVersion = 90;
+  return cudaSuccess;
+}
+
+cudaError_t max_active_blocks_per_sm(int* blocks, int block_size, std::size_t shared_bytes) {
+  if (!blocks || block_size < 1 || block_size > kMaxThreadsPerBlock) return record(cudaErrorInvalidValue);
+  // Threads, blocks, shared memory and (assumed) registers per SM as on compute capability 9.0.
+  *blocks = blocks_per_sm(block_size, shared_bytes);
+  return cudaSuccess;
+}
+
+}  // namespace mnistdp::emu

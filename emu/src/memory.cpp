@@ -1,0 +1,178 @@
+#include "emu/src/memory.hpp"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include "emu/src/engine.hpp"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define MNISTDP_EMU_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MNISTDP_EMU_ASAN 1
+#endif
+#endif
+
+namespace mnistdp::emu {
+namespace {
+
+// Under AddressSanitizer the allocation is exact and ASan guards it; otherwise a guard zone follows it.
+#ifdef MNISTDP_EMU_ASAN
+constexpr std::size_t kGuardBytes = 0;
+#else
+constexpr std::size_t kGuardBytes = 256;
+#endif
+constexpr unsigned char kGuardByte = 0xA5;
+constexpr unsigned char kPoisonByte = 0xFF;  // every float and double of 0xFF bytes is a NaN
+constexpr std::size_t kAlignment = 256;      // cudaMalloc's guarantee
+
+struct Registry {
+  std::mutex mutex;
+  std::map<const std::byte*, Allocation> live;  // by base address
+};
+
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+
+std::string hex(const void* p) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%p", p);
+  return text;
+}
+
+}  // namespace
+
+std::optional<Allocation> find_allocation(const void* p, std::size_t bytes, bool* whole) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  const auto* at = static_cast<const std::byte*>(p);
+  auto it = r.live.upper_bound(at);
+  if (it == r.live.begin()) return std::nullopt;
+  --it;
+  const Allocation& a = it->second;
+  if (at >= a.base + a.bytes + (a.bytes == 0 ? 1 : 0)) return std::nullopt;
+  if (whole) *whole = at + bytes <= a.base + a.bytes;
+  return a;
+}
+
+void check_guard_zones(int device, const std::string& kernel) {
+  if (kGuardBytes == 0) return;
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  for (const auto& [base, a] : r.live) {
+    if (a.device != device) continue;
+    for (std::size_t i = 0; i < kGuardBytes; ++i) {
+      if (a.base[a.bytes + i] != std::byte{kGuardByte}) {
+        throw Fault(cudaErrorIllegalAddress,
+                    "emulated CUDA: kernel " + kernel + " wrote past the end of a device allocation of " +
+                        std::to_string(a.bytes) + " bytes at " + hex(a.base) + ", at its byte " +
+                        std::to_string(a.bytes + i) + " (an out-of-bounds store)");
+      }
+    }
+  }
+}
+
+}  // namespace mnistdp::emu
+
+using mnistdp::emu::Allocation;
+using mnistdp::emu::Engine;
+using mnistdp::emu::record;
+using mnistdp::emu::registry;
+
+cudaError_t cudaMalloc(void** ptr, std::size_t bytes) {
+  if (!ptr) return record(cudaErrorInvalidValue);
+  Engine& e = Engine::get();
+  if (e.devices.empty()) return record(cudaErrorNoDevice);
+  if (e.unsafe_during_capture()) return record(cudaErrorStreamCaptureUnsupported);
+  const int device = e.current_device();
+  if (const cudaError_t f = e.device_fault(device); f != cudaSuccess) return record(f);
+  void* p = nullptr;
+  const std::size_t total = std::max<std::size_t>(bytes, 1) + mnistdp::emu::kGuardBytes;
+  if (posix_memalign(&p, mnistdp::emu::kAlignment, total) != 0) return record(cudaErrorMemoryAllocation);
+  auto* base = static_cast<std::byte*>(p);
+  std::memset(base, mnistdp::emu::kPoisonByte, bytes);
+  std::memset(base + bytes, mnistdp::emu::kGuardByte, total - bytes);
+  {
+    auto& r = registry();
+    std::lock_guard lock(r.mutex);
+    r.live[base] = Allocation{base, bytes, device};
+  }
+  {
+    std::lock_guard lock(e.mutex);
+    e.devices[static_cast<std::size_t>(device)].allocated += bytes;
+  }
+  *ptr = p;
+  return cudaSuccess;
+}
+
+namespace {
+
+cudaError_t release(void* ptr, bool pinned) {
+  if (!ptr) return cudaSuccess;
+  Engine& e = Engine::get();
+  if (e.unsafe_during_capture()) return record(cudaErrorStreamCaptureUnsupported);
+  Allocation a;
+  {
+    auto& r = registry();
+    std::lock_guard lock(r.mutex);
+    auto it = r.live.find(static_cast<std::byte*>(ptr));
+    if (it == r.live.end() || (it->second.device < 0) != pinned) return record(cudaErrorInvalidValue);
+    a = it->second;
+  }
+  // cudaFree waits for the device's work, as the runtime does: a kernel still to run may use the memory.
+  if (!pinned) {
+    CUstream_st* s = e.devices[static_cast<std::size_t>(a.device)].legacy.get();
+    std::vector<CUstream_st*> streams;
+    {
+      std::lock_guard lock(e.mutex);
+      streams = e.devices[static_cast<std::size_t>(a.device)].streams;
+    }
+    static_cast<void>(s);
+    for (CUstream_st* st : streams)
+      e.wait_stream(st);
+  }
+  {
+    auto& r = registry();
+    std::lock_guard lock(r.mutex);
+    r.live.erase(static_cast<std::byte*>(ptr));
+  }
+  if (!pinned) {
+    std::lock_guard lock(e.mutex);
+    e.devices[static_cast<std::size_t>(a.device)].allocated -= a.bytes;
+  }
+  std::free(ptr);
+  return cudaSuccess;
+}
+
+}  // namespace
+
+cudaError_t cudaFree(void* ptr) {
+  return release(ptr, false);
+}
+
+cudaError_t cudaMallocHost(void** ptr, std::size_t bytes) {
+  if (!ptr) return record(cudaErrorInvalidValue);
+  void* p = nullptr;
+  if (posix_memalign(&p, static_cast<std::size_t>(sysconf(_SC_PAGESIZE)), std::max<std::size_t>(bytes, 1)) !=
+      0)
+    return record(cudaErrorMemoryAllocation);
+  std::memset(p, mnistdp::emu::kPoisonByte, bytes);
+  {
+    auto& r = registry();
+    std::lock_guard lock(r.mutex);
+    r.live[static_cast<std::byte*>(p)] = Allocation{static_cast<std::byte*>(p), bytes, -1};
+  }
+  *ptr = p;
+  return cudaSuccess;
+}
+
+cudaError_t cudaFreeHost(void* ptr) {
+  return release(ptr, true);
+}

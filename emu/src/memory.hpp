@@ -1,0 +1,26 @@
+#pragma once
+// Device and pinned host memory of the emulated devices. A device allocation is an exact-size heap block
+// (so that AddressSanitizer, in a sanitised build, reports a kernel's access past its end), filled with a
+// NaN pattern (so that a read of memory nobody wrote shows in the results), and followed, in an
+// unsanitised build, by a guard zone that is checked after every kernel (so that a store past the end is
+// reported with the kernel's name).
+#include <cstddef>
+#include <optional>
+#include <string>
+
+namespace mnistdp::emu {
+
+struct Allocation {
+  std::byte* base = nullptr;
+  std::size_t bytes = 0;
+  int device = -1;  // -1: pinned host memory
+};
+
+// The allocation holding [p, p + bytes), if p lies in one; `whole` is false when the range runs past its end.
+std::optional<Allocation> find_allocation(const void* p, std::size_t bytes, bool* whole);
+
+// Throws Fault (cudaErrorIllegalAddress) naming `kernel` when a guard zone of the device's allocations was
+// written.
+void check_guard_zones(int device, const std::string& kernel);
+
+}  // namespace mnistdp::emu

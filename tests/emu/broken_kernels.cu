@@ -1,0 +1,98 @@
+// The kernels of broken_kernels.hpp: each bug as small as it can be.
+#include <cooperative_groups.h>
+
+#include "kernels/device_dialect.cuh"
+#include "kernels/kernel_launch.cuh"
+#include "tests/emu/broken_kernels.hpp"
+
+namespace mnistdp::emu_test {
+namespace {
+
+template <bool kBarrier>
+__global__ void block_sum_kernel(const float* __restrict__ in,  // [blockDim.x]
+                                 float* __restrict__ out) {     // [1]
+  MNISTDP_DYNAMIC_SHARED(float, partial);                       // [blockDim.x]
+  partial[threadIdx.x] = in[threadIdx.x];
+  if constexpr (kBarrier) __syncthreads();
+  if (threadIdx.x == 0) {
+    float sum = 0.0f;
+    for (unsigned i = 0; i < blockDim.x; ++i)
+      sum += partial[i];
+    *out = sum;
+  }
+}
+
+__global__ void fill_kernel(float* __restrict__ p,  // [n]
+                            int n, float value) {
+  const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) p[i] = value;
+}
+
+__global__ void copy_kernel(const float* __restrict__ src,  // [n]
+                            float* __restrict__ dst,        // [n]
+                            int n) {
+  const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) dst[i] = src[i];
+}
+
+__global__ void shuffle_with_a_lane_missing_kernel(float* __restrict__ out) {  // [32]
+  if (threadIdx.x == 31) return;
+  out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, static_cast<float>(threadIdx.x), 1);
+}
+
+__global__ void store_past_the_end_kernel(float* __restrict__ p,  // [n]
+                                          int n) {
+  if (threadIdx.x == 0) p[n] = 1.0f;
+}
+
+__global__ void barrier_with_threads_gone_kernel(float* __restrict__ out) {  // [blockDim.x]
+  if (threadIdx.x >= blockDim.x / 2) return;
+  out[threadIdx.x] = 1.0f;
+  __syncthreads();
+}
+
+__global__ void grid_sync_kernel() {
+  cooperative_groups::this_grid().sync();
+}
+
+constexpr int kThreads = 128;
+
+unsigned blocks_for(int n) {
+  return static_cast<unsigned>((n + kThreads - 1) / kThreads);
+}
+
+}  // namespace
+
+void block_sum(const float* in, float* out, int threads, bool barrier, cudaStream_t stream) {
+  const std::size_t shared = static_cast<std::size_t>(threads) * sizeof(float);
+  if (barrier)
+    cuda::detail::launch<block_sum_kernel<true>>(1, threads, shared, stream, in, out);
+  else
+    cuda::detail::launch<block_sum_kernel<false>>(1, threads, shared, stream, in, out);
+}
+
+void fill(float* p, int n, float value, cudaStream_t stream) {
+  cuda::detail::launch<fill_kernel>(blocks_for(n), kThreads, 0, stream, p, n, value);
+}
+
+void copy(const float* src, float* dst, int n, cudaStream_t stream) {
+  cuda::detail::launch<copy_kernel>(blocks_for(n), kThreads, 0, stream, src, dst, n);
+}
+
+void shuffle_with_a_lane_missing(float* out, cudaStream_t stream) {
+  cuda::detail::launch<shuffle_with_a_lane_missing_kernel>(1, 32, 0, stream, out);
+}
+
+void store_past_the_end(float* p, int n, cudaStream_t stream) {
+  cuda::detail::launch<store_past_the_end_kernel>(1, 32, 0, stream, p, n);
+}
+
+void barrier_with_threads_gone(float* out, cudaStream_t stream) {
+  cuda::detail::launch<barrier_with_threads_gone_kernel>(1, 64, 0, stream, out);
+}
+
+void grid_sync_without_cooperative_launch(cudaStream_t stream) {
+  cuda::detail::launch<grid_sync_kernel>(2, 32, 0, stream);
+}
+
+}  // namespace mnistdp::emu_test

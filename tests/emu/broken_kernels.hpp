@@ -1,0 +1,30 @@
+#pragma once
+// Small kernels with the bugs the emulated build must catch, and their correct twins (broken_kernels.cu).
+// Each launcher enqueues on `stream` and returns at once; the caller synchronises.
+#include <cuda_runtime_api.h>
+
+namespace mnistdp::emu_test {
+
+// out[0] = the sum of in[0 .. threads), added by thread 0 from shared memory that every thread filled: with
+// `barrier`, after a __syncthreads(); without, thread 0 may read slots not yet written.
+void block_sum(const float* in, float* out, int threads, bool barrier, cudaStream_t stream);
+
+// p[0 .. n) = value.
+void fill(float* p, int n, float value, cudaStream_t stream);
+
+// dst[0 .. n) = src[0 .. n).
+void copy(const float* src, float* dst, int n, cudaStream_t stream);
+
+// One warp whose lane 31 returns before the others' __shfl_xor_sync over the full mask.
+void shuffle_with_a_lane_missing(float* out, cudaStream_t stream);
+
+// Writes p[n], one past the end of an allocation of n floats.
+void store_past_the_end(float* p, int n, cudaStream_t stream);
+
+// Half the block returns while the other half waits at __syncthreads().
+void barrier_with_threads_gone(float* out, cudaStream_t stream);
+
+// grid.sync() in a kernel launched the ordinary way.
+void grid_sync_without_cooperative_launch(cudaStream_t stream);
+
+}  // namespace mnistdp::emu_test

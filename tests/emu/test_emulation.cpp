@@ -1,0 +1,161 @@
+// The emulated build's checks catch what they claim (docs/emulation.md): each deliberately broken kernel or
+// host sequence of broken_kernels.cu fails, every time, and a fault names its kernel and its problem. A fault
+// is sticky, as on a GPU; each test that causes one resets the device after it.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cuda_memory.hpp"
+#include "tests/emu/broken_kernels.hpp"
+#include "tests/gpu/gpu_test_util.hpp"
+
+namespace mnistdp {
+namespace {
+
+using Catch::Matchers::Contains;
+using gpu_test::to_device;
+using gpu_test::to_host;
+
+// Expects `run` to throw CudaError whose message contains every one of `parts`, then clears the fault.
+template <typename Run>
+void expect_fault(Run run, const std::vector<std::string>& parts) {
+  std::string message;
+  try {
+    run();
+  } catch (const CudaError& e) {
+    message = e.what();
+  }
+  CAPTURE(message);
+  CHECK_FALSE(message.empty());
+  for (const std::string& part : parts)
+    CHECK_THAT(message, Contains(part));
+  REQUIRE(cudaDeviceReset() == cudaSuccess);
+  static_cast<void>(cudaGetLastError());
+}
+
+TEST_CASE("the device says it is emulated", "[emu]") {
+  cudaDeviceProp prop{};
+  REQUIRE(cudaGetDeviceProperties(&prop, 0) == cudaSuccess);
+  CHECK_THAT(std::string(prop.name), Contains("emulated"));
+  int clock = 0;
+  CHECK(cudaDeviceGetAttribute(&clock, cudaDevAttrClockRate, 0) == cudaErrorNotSupported);
+  static_cast<void>(cudaGetLastError());
+}
+
+TEST_CASE("a missing __syncthreads() before reading shared memory changes the result", "[emu]") {
+  const int threads = 128;
+  const auto in = to_device(std::vector<float>(threads, 1.0f));
+  DeviceBuffer<float> out(1);
+  Stream s;
+  emu_test::block_sum(in.data(), out.data(), threads, /*barrier=*/true, s.get());
+  s.synchronize();
+  CHECK(to_host(out)[0] == static_cast<float>(threads));
+  // Thread 0 reads slots that threads scheduled after it have not written: shared memory starts as NaN.
+  emu_test::block_sum(in.data(), out.data(), threads, /*barrier=*/false, s.get());
+  s.synchronize();
+  CHECK(std::isnan(to_host(out)[0]));
+}
+
+TEST_CASE("a missing cudaStreamWaitEvent between two streams changes the result", "[emu]") {
+  const int n = 300;
+  Stream producer, consumer;
+  SECTION("without the wait, the reader runs first and copies memory nobody wrote") {
+    DeviceBuffer<float> buf(n), out(n);
+    emu_test::fill(buf.data(), n, 2.0f, producer.get());
+    emu_test::copy(buf.data(), out.data(), n, consumer.get());
+    producer.synchronize();
+    consumer.synchronize();
+    const std::vector<float> got = to_host(out);
+    CHECK(std::all_of(got.begin(), got.end(), [](float v) { return std::isnan(v); }));
+  }
+  SECTION("with it, the reader sees the writer's values") {
+    DeviceBuffer<float> buf(n), out(n);
+    Event written(cudaEventDisableTiming);
+    emu_test::fill(buf.data(), n, 2.0f, producer.get());
+    written.record(producer.get());
+    CUDA_CHECK(cudaStreamWaitEvent(consumer.get(), written.get(), 0));
+    emu_test::copy(buf.data(), out.data(), n, consumer.get());
+    consumer.synchronize();
+    CHECK(to_host(out) == std::vector<float>(n, 2.0f));
+  }
+}
+
+TEST_CASE("a read of a copy's destination before its stream is synchronised sees no result", "[emu]") {
+  const int n = 64;
+  DeviceBuffer<float> dev(n);
+  PinnedBuffer<float> host(n);
+  std::memset(host.data(), 0, n * sizeof(float));
+  Stream s;
+  emu_test::fill(dev.data(), n, 3.0f, s.get());
+  CUDA_CHECK(cudaMemcpyAsync(host.data(), dev.data(), n * sizeof(float), cudaMemcpyDeviceToHost, s.get()));
+  // Queued work runs only once the host waits for something: the copy has not happened.
+  CHECK(host.data()[0] == 0.0f);
+  s.synchronize();
+  CHECK(host.data()[0] == 3.0f);
+  CHECK(host.data()[n - 1] == 3.0f);
+}
+
+TEST_CASE("a shuffle with a lane missing stops the kernel and names it", "[emu]") {
+  DeviceBuffer<float> out(32);
+  Stream s;
+  emu_test::shuffle_with_a_lane_missing(out.data(), s.get());
+  expect_fault([&] { s.synchronize(); },
+               {"shuffle_with_a_lane_missing_kernel", "__shfl_xor_sync", "(31,0,0)"});
+}
+
+TEST_CASE("a store past the end of an allocation stops the kernel and names it", "[emu]") {
+  DeviceBuffer<float> p(10);
+  Stream s;
+  emu_test::store_past_the_end(p.data(), 10, s.get());
+  expect_fault([&] { s.synchronize(); }, {"store_past_the_end_kernel", "past the end", "40 bytes"});
+}
+
+TEST_CASE("threads that leave while others wait at __syncthreads() stop the kernel", "[emu]") {
+  DeviceBuffer<float> out(64);
+  Stream s;
+  emu_test::barrier_with_threads_gone(out.data(), s.get());
+  expect_fault([&] { s.synchronize(); }, {"barrier_with_threads_gone_kernel", "__syncthreads()"});
+}
+
+TEST_CASE("grid.sync() outside a cooperative launch stops the kernel", "[emu]") {
+  Stream s;
+  emu_test::grid_sync_without_cooperative_launch(s.get());
+  expect_fault([&] { s.synchronize(); }, {"grid_sync_kernel", "not launched cooperatively"});
+}
+
+TEST_CASE("calls that are illegal during a stream capture fail as on a GPU", "[emu]") {
+  DeviceBuffer<float> dev(4);
+  std::vector<float> host(4, 1.0f);
+  Stream s;
+  auto fails_capture = [&](const std::function<cudaError_t()>& call) {
+    REQUIRE(cudaStreamBeginCapture(s.get(), cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+    CHECK(call() == cudaErrorStreamCaptureUnsupported);
+    cudaGraph_t graph = nullptr;
+    CHECK(cudaStreamEndCapture(s.get(), &graph) == cudaErrorStreamCaptureInvalidated);
+    CHECK(graph == nullptr);
+    static_cast<void>(cudaGetLastError());
+  };
+  fails_capture([&] { return cudaMemcpy(dev.data(), host.data(), 16, cudaMemcpyHostToDevice); });
+  fails_capture([&] {
+    void* p = nullptr;
+    return cudaMalloc(&p, 16);
+  });
+  fails_capture([&] { return cudaStreamSynchronize(s.get()); });
+  fails_capture([&] { return cudaDeviceSynchronize(); });
+}
+
+TEST_CASE("a copy's kind is checked against where its pointers live", "[emu]") {
+  DeviceBuffer<float> dev(4);
+  std::vector<float> host(4, 1.0f);
+  CHECK(cudaMemcpy(dev.data(), host.data(), 16, cudaMemcpyHostToDevice) == cudaSuccess);
+  CHECK(cudaMemcpy(host.data(), host.data() + 2, 8, cudaMemcpyHostToDevice) == cudaErrorInvalidValue);
+  CHECK(cudaMemcpy(dev.data(), host.data(), 16, cudaMemcpyDeviceToHost) == cudaErrorInvalidValue);
+  CHECK(cudaMemcpy(dev.data(), host.data(), 20, cudaMemcpyHostToDevice) == cudaErrorInvalidValue);
+  CHECK_THAT(std::string(cudaGetErrorString(cudaErrorInvalidValue)), Contains("past the end"));
+  static_cast<void>(cudaGetLastError());
+}
+
+}  // namespace
+}  // namespace mnistdp
