@@ -86,7 +86,11 @@ void check_same_replicas(std::span<Replica* const> given, const std::vector<Cuda
 std::string nccl_version() {
   int code = 0;
   NCCL_CHECK(ncclGetVersion(&code));
+#ifdef MNISTDP_CUDA_EMULATED
+  return fmt::format("{}.{}.{} (emulated)", code / 10000, code / 100 % 100, code % 100);
+#else
   return fmt::format("{}.{}.{}", code / 10000, code / 100 % 100, code % 100);
+#endif
 }
 
 // The communicators of one ncclCommInitAll: one per device, rank r on devices[r]. Destroyed with

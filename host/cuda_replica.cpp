@@ -72,29 +72,43 @@ DeviceBuffer<T> upload(const std::vector<T>& host, cudaStream_t stream) {
 
 }  // namespace
 
-std::vector<CudaDeviceInfo> list_cuda_devices(std::string& why_none) {
+int count_cuda_devices(std::string& why_none) {
   why_none.clear();
-  std::vector<CudaDeviceInfo> devices;
-  // Any failure means "no usable GPU": report it and leave the runtime's last-error state clean.
-  auto failed = [&](cudaError_t status, const char* call) {
-    if (status == cudaSuccess) return false;
-    why_none = fmt::format("{} failed: {} ({})", call, cudaGetErrorName(status), cudaGetErrorString(status));
-    static_cast<void>(cudaGetLastError());
-    devices.clear();
-    return true;
-  };
   int count = 0;
-  if (failed(cudaGetDeviceCount(&count), "cudaGetDeviceCount")) return {};
-  if (count == 0) {
-    why_none = "no CUDA device is visible";
+  if (const cudaError_t status = cudaGetDeviceCount(&count); status != cudaSuccess) {
+    why_none =
+        fmt::format("cudaGetDeviceCount failed: {} ({})", cudaGetErrorName(status), cudaGetErrorString(status));
+    static_cast<void>(cudaGetLastError());
+    return 0;
+  }
+  if (count == 0) why_none = "no CUDA device is visible";
+  return count;
+}
+
+std::vector<CudaDeviceInfo> list_cuda_devices(const std::vector<int>& indices, std::string& why_none) {
+  const int count = count_cuda_devices(why_none);
+  if (count == 0) return {};
+  std::vector<int> wanted = indices;
+  if (wanted.empty())
+    for (int i = 0; i < count; ++i)
+      wanted.push_back(i);
+  int current = 0;
+  if (const cudaError_t status = cudaGetDevice(&current); status != cudaSuccess) {
+    why_none = fmt::format("cudaGetDevice failed: {} ({})", cudaGetErrorName(status), cudaGetErrorString(status));
+    static_cast<void>(cudaGetLastError());
     return {};
   }
-  int current = 0;
-  if (failed(cudaGetDevice(&current), "cudaGetDevice")) return {};
-  for (int i = 0; i < count; ++i) {
+  std::vector<CudaDeviceInfo> devices;
+  for (int i : wanted) {
     CudaDeviceInfo info;
     const char* call = "";
-    if (failed(query_cuda_device(i, info, &call), call)) break;
+    if (const cudaError_t status = query_cuda_device(i, info, &call); status != cudaSuccess) {
+      why_none = fmt::format("CUDA device {} did not answer: {} failed: {} ({})", i, call,
+                             cudaGetErrorName(status), cudaGetErrorString(status));
+      static_cast<void>(cudaGetLastError());
+      static_cast<void>(cudaSetDevice(current));
+      return {};
+    }
     devices.push_back(std::move(info));
   }
   static_cast<void>(cudaSetDevice(current));

@@ -76,11 +76,16 @@ struct CudaDeviceInfo {
   int cc_minor = 0;
 };
 
-// The CUDA devices this process can use. Empty, with the reason in why_none, when there are none: any error
-// from the runtime counts as "no GPU" (without a driver cudaGetDeviceCount fails with
-// cudaErrorInsufficientDriver, not cudaErrorNoDevice). Creates a context on each device to read its free
-// memory.
-std::vector<CudaDeviceInfo> list_cuda_devices(std::string& why_none);
+// The number of CUDA devices this process sees; 0, with the reason in why_none, when there are none: any
+// error from the runtime counts as "no GPU" (without a driver cudaGetDeviceCount fails with
+// cudaErrorInsufficientDriver, not cudaErrorNoDevice).
+int count_cuda_devices(std::string& why_none);
+
+// The devices `indices` (each below count_cuda_devices()), or every visible device when `indices` is empty.
+// Creates a context on each device queried to read its free memory, and on no other: a device not asked for
+// is never touched, so that one that fails to answer cannot take the others down. Empty, with why_none
+// naming the device and the failing call, when any of them fails to answer.
+std::vector<CudaDeviceInfo> list_cuda_devices(const std::vector<int>& indices, std::string& why_none);
 
 // Makes device `index` current and fills `info` from its properties and free memory (which creates its
 // context). Returns the first failing status without throwing, and leaves the runtime's last error as the

@@ -27,6 +27,9 @@ class NcclRankCommunicator final : public Communicator {
     int version = 0;
     NCCL_CHECK(ncclGetVersion(&version));
     version_ = fmt::format("{}.{}.{}", version / 10000, version / 100 % 100, version % 100);
+#ifdef MNISTDP_CUDA_EMULATED
+    version_ += " (emulated)";
+#endif
     ncclUniqueId id{};
     if (rank_ == 0) NCCL_CHECK(ncclGetUniqueId(&id));
     group.broadcast(std::as_writable_bytes(std::span(&id, 1)));

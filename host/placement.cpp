@@ -87,22 +87,22 @@ std::optional<Placement> rank_gpu_placement(const TrainOptions& o, const LaunchI
   return p;
 }
 
-Placement gpu_placement(const TrainOptions& o, const std::vector<CudaDeviceInfo>& visible) {
-  std::vector<int> wanted = parse_device_list(o.devices);
-  if (wanted.empty())
-    for (const CudaDeviceInfo& d : visible)
-      wanted.push_back(d.index);
-
+// The GPUs of --devices (all visible ones by default), queried alone; nullopt, with why_none saying which
+// device failed to answer, when one does.
+std::optional<Placement> gpu_placement(const TrainOptions& o, int count, std::string& why_none) {
+  const std::vector<int> listed = parse_device_list(o.devices);
+  for (int index : listed)
+    if (index >= count)
+      throw UsageError(fmt::format("--devices: there is no CUDA device {}; this machine has {} (0 to {})",
+                                   index, count, count - 1));
+  const std::vector<CudaDeviceInfo> devices = list_cuda_devices(listed, why_none);
+  if (devices.empty()) return std::nullopt;
+  std::vector<int> wanted;
   Placement p;
   p.gpu = true;
-  for (int index : wanted) {
-    const CudaDeviceInfo* info = nullptr;
-    for (const CudaDeviceInfo& d : visible)
-      if (d.index == index) info = &d;
-    if (!info)
-      throw UsageError(fmt::format("--devices: there is no CUDA device {}; this machine has {} (0 to {})",
-                                   index, visible.size(), visible.size() - 1));
-    p.device_lines.push_back(device_line(*info));
+  for (const CudaDeviceInfo& info : devices) {
+    wanted.push_back(info.index);
+    p.device_lines.push_back(device_line(info));
   }
   if (wanted.size() == 1) {
     // Several replicas on one GPU: the data-parallel path of the kernels, testable on a single GPU.
@@ -127,12 +127,16 @@ Placement choose_placement(const TrainOptions& o, const LaunchInfo& launch,
                            [[maybe_unused]] std::string_view activity) {
 #ifdef MNISTDP_WITH_CUDA
   if (o.device == "cpu") return cpu_placement(o, launch);
+#ifdef MNISTDP_CUDA_EMULATED
+  // Emulated devices (docs/emulation.md) run the CUDA code for its checks, far slower than the CPU path:
+  // only asked for by name.
+  if (o.device != "cuda") return cpu_placement(o, launch);
+#endif
   std::string why_none;
   if (launch.multi_process()) {
     if (std::optional<Placement> p = rank_gpu_placement(o, launch, why_none)) return *p;
-  } else {
-    const std::vector<CudaDeviceInfo> visible = list_cuda_devices(why_none);
-    if (!visible.empty()) return gpu_placement(o, visible);
+  } else if (const int count = count_cuda_devices(why_none); count > 0) {
+    if (std::optional<Placement> p = gpu_placement(o, count, why_none)) return *p;
   }
   if (o.device == "cuda")
     throw std::runtime_error(fmt::format("--device cuda: no usable CUDA device ({})", why_none));

@@ -69,9 +69,9 @@ void ConsoleListener::on_epoch_end(const EpochReport& r) {
     line = fmt::format("Epoch {}: no step run", r.epoch);
   } else {
     const double rate = r.seconds > 0 ? static_cast<double>(r.samples) / r.seconds : 0.0;
-    line = fmt::format("Epoch {} {}: {} step{} in {:.3f} s ({:.0f} samples/s, {:.1f} us/step)", r.epoch,
-                       r.complete ? "done" : "stopped", r.steps, r.steps == 1 ? "" : "s", r.seconds, rate,
-                       r.seconds * 1e6 / r.steps);
+    line = fmt::format("Epoch {} {}: {} step{} in {:.3f} s ({}{:.0f} samples/s, {:.1f} us/step)", r.epoch,
+                       r.complete ? "done" : "stopped", r.steps, r.steps == 1 ? "" : "s", r.seconds,
+                       times_emulated_ ? "emulated, no GPU time: " : "", rate, r.seconds * 1e6 / r.steps);
   }
   if (r.test.count > 0)
     line += fmt::format("; test loss {:.4f}, test accuracy {:.2f}%", r.test.mean_loss(),

@@ -35,6 +35,9 @@ class ConsoleListener final : public TrainListener {
   void on_step(int epoch, int step, int steps_in_epoch) override;
   void on_epoch_end(const EpochReport& r) override;
 
+  // The run is on emulated devices (docs/emulation.md): every time printed is marked as the emulator's.
+  void mark_times_emulated() { times_emulated_ = true; }
+
  private:
   void clear_progress();
 
@@ -43,6 +46,7 @@ class ConsoleListener final : public TrainListener {
   int epochs_;
   int batch_size_;
   bool progress_drawn_ = false;
+  bool times_emulated_ = false;
   std::chrono::steady_clock::time_point epoch_start_;
   std::chrono::steady_clock::time_point last_draw_;
 };

@@ -548,6 +548,9 @@ int run_train(const TrainOptions& o, const LaunchInfo& launch, ProcessGroup* gro
   const int steps_per_epoch = trainer.steps_per_epoch();
   std::optional<ConsoleListener> console;
   if (root) console.emplace(stdout, progress, t.epochs, t.batch_size);
+#ifdef MNISTDP_CUDA_EMULATED
+  if (console && placement.gpu) console->mark_times_emulated();
+#endif
   CheckpointListener checkpoints(o, t, data, trainer, signals, root);
   Listeners listener({console ? &*console : nullptr, &checkpoints, metrics.get()});
   const std::vector<EpochReport> reports = trainer.run(listener);

@@ -10,6 +10,7 @@ packages=(
   clang-14 libclang-rt-14-dev
   libfmt-dev catch2 zlib1g-dev libcli11-dev nlohmann-json3-dev
   libopenblas-dev libopenblas0-pthread libbenchmark-dev
+  libboost-context-dev
   libopenmpi-dev openmpi-bin
   dataset-fashion-mnist
 )

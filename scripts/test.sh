@@ -1,12 +1,19 @@
 #!/usr/bin/env bash
 # One command from a fresh machine to the whole test suite: installs what is missing, builds (every CUDA kernel
-# included when the toolkit is there), runs ctest. GPU tests report "skipped" where no GPU is usable.
+# included when the toolkit is there), runs ctest. GPU tests report "skipped" where no GPU is usable, and run
+# again on emulated devices (preset emu), as separate "emulated:" entries.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/setup-python.sh   # PyTorch and safetensors, for the checkpoint interoperability tests
 scripts/build.sh default
 ctest --preset default -j "$(nproc)" "$@"
+
+# The CUDA path on emulated devices (docs/emulation.md): every GPU test, the emulation's own checks of broken
+# kernels and the command line's CUDA path, executed on the CPU. Their entries are named "emulated:".
+echo "==== test.sh: the CUDA path on emulated devices (preset emu, docs/emulation.md) ===="
+scripts/build.sh emu
+ctest --preset emu -L emu -j "$(nproc)"
 
 # The CPU test suite again, under AddressSanitizer and UBSan (preset debug): any report fails its test. Left
 # out for time, as each takes a minute or more at -O0 under the sanitizers: the finite-difference check of

@@ -123,6 +123,11 @@ cudaError_t check_copy(void* dst, const void* src, std::size_t bytes, cudaMemcpy
   return cudaSuccess;
 }
 
+cudaError_t unavailable(int device) {
+  return invalid(cudaErrorDevicesUnavailable,
+                 "device " + std::to_string(device) + " does not answer (MNISTDP_EMU_FAILING_DEVICE)");
+}
+
 cudaError_t fault_of(int device) {
   return record(engine().device_fault(device));
 }
@@ -198,6 +203,7 @@ const char* cudaGetErrorName(cudaError_t error) {
     MNISTDP_EMU_NAME(cudaErrorInvalidConfiguration)
     MNISTDP_EMU_NAME(cudaErrorInvalidMemcpyDirection)
     MNISTDP_EMU_NAME(cudaErrorInsufficientDriver)
+    MNISTDP_EMU_NAME(cudaErrorDevicesUnavailable)
     MNISTDP_EMU_NAME(cudaErrorNoDevice)
     MNISTDP_EMU_NAME(cudaErrorInvalidDevice)
     MNISTDP_EMU_NAME(cudaErrorInvalidResourceHandle)
@@ -284,12 +290,14 @@ cudaError_t cudaGetDevice(int* device) {
 
 cudaError_t cudaSetDevice(int device) {
   if (engine().devices.empty()) return record(cudaErrorNoDevice);
+  if (device == mnistdp::emu::config().failing_device) return unavailable(device);
   return record(engine().set_current_device(device));
 }
 
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   if (!prop) return record(cudaErrorInvalidValue);
   if (!valid_device(device)) return record(cudaErrorInvalidDevice);
+  if (device == mnistdp::emu::config().failing_device) return unavailable(device);
   *prop = cudaDeviceProp{};
   std::snprintf(prop->name, sizeof prop->name, "emulated CUDA device (CPU)");
   prop->totalGlobalMem = kDeviceMemory;

@@ -133,8 +133,7 @@ struct Thread {
   bool done = false;
   Wait wait = Wait::none;
   int barrier = 0;
-  ctx::fiber suspended;             // the fiber holding this thread while it waits
-  ctx::fiber* scheduler = nullptr;  // where this thread's fiber returns to
+  ctx::fiber suspended;  // the fiber holding this thread while it waits
 };
 
 struct NamedBarrier {
@@ -151,6 +150,8 @@ struct WarpCollective {
 };
 
 struct Warp {
+  unsigned present = 0;  // the lanes the block has
+  unsigned exited = 0;   // the lanes that have returned
   std::uint64_t lane_generation[32] = {};
   WarpCollective collective[2];  // by generation parity: a lane may start the next while others read
 };
@@ -164,9 +165,15 @@ thread_local Block* tls_block = nullptr;
 
 class Block {
  public:
-  Block(const LaunchSpec& spec, const std::function<void()>& body, uint3 index, GridBarrier* grid,
-        std::uint64_t seed)
-      : spec_(spec), body_(body), index_(index), grid_(grid), rng_(seed) {
+  // Readies the block for block `index` of a launch; the storage of the block before is reused (a kernel of
+  // small blocks runs hundreds of them).
+  void start(const LaunchSpec& spec, const std::function<void()>& body, uint3 index, GridBarrier* grid,
+             std::uint64_t seed) {
+    spec_ = &spec;
+    body_ = &body;
+    index_ = index;
+    grid_ = grid;
+    rng_ = SplitMix(seed);
     const dim3 b = spec.block;
     count_ = static_cast<int>(b.x * b.y * b.z);
     threads_.resize(static_cast<std::size_t>(count_));
@@ -178,20 +185,39 @@ class Block {
       t.context.block_idx = index;
       t.context.block_dim = spec.block;
       t.context.grid_dim = spec.grid;
+      t.started = false;
+      t.done = false;
+      t.wait = Wait::none;
+      t.barrier = 0;
     }
-    warps_.resize(static_cast<std::size_t>((count_ + 31) / 32));
+    warps_.assign(static_cast<std::size_t>((count_ + 31) / 32), Warp{});
+    for (std::size_t w = 0; w < warps_.size(); ++w) {
+      const int lanes = std::min(32, count_ - static_cast<int>(w) * 32);
+      warps_[w].present = lanes == 32 ? ~0u : (1u << lanes) - 1u;
+    }
     start_order_.resize(static_cast<std::size_t>(count_));
     for (int i = 0; i < count_; ++i)
       start_order_[static_cast<std::size_t>(i)] = i;
     shuffle(start_order_);
     if (spec.shared_bytes > 0) {
-      dynamic_shared_.reset(new (std::align_val_t{16}) std::byte[spec.shared_bytes]);
-      std::memset(dynamic_shared_.get(), 0xFF, spec.shared_bytes);  // NaN: a read nobody wrote shows
+      dynamic_shared_.resize((spec.shared_bytes + sizeof(float4) - 1) / sizeof(float4));
+      std::memset(dynamic_shared_.data(), 0xFF, spec.shared_bytes);  // NaN: a read nobody wrote shows
     }
+    next_start_ = 0;
+    current_ = -1;
+    done_ = 0;
+    grid_waiting_ = 0;
+    runnable_.clear();
+    for (NamedBarrier& nb : barriers_) {
+      nb.waiting.clear();
+      nb.expected = 0;
+    }
+    fault_.clear();
+    from_ = kScheduler;
   }
 
-  ~Block() {
-    // Threads still suspended (after a fault) are unwound by their fibers' destructors, on this OS thread.
+  // After a fault: threads still suspended are unwound by their fibers' destructors, on this OS thread.
+  void abandon() {
     tls_block = this;
     for (Thread& t : threads_)
       t.suspended = {};
@@ -205,12 +231,8 @@ class Block {
     } reset;
     while (true) {
       if (!fault_.empty()) throw Fault(cudaErrorLaunchFailure, fault_);
-      if (!runnable_.empty()) {
-        const int t = runnable_.front();
-        runnable_.pop_front();
-        resume(t);
-      } else if (next_start_ < count_) {
-        start_fiber();
+      if (!runnable_.empty() || next_start_ < count_) {
+        arrived(jump(take_next(), kScheduler));
       } else if (done_ == count_) {
         return;
       } else if (grid_waiting_ == count_ - done_ && grid_waiting_ > 0) {
@@ -249,9 +271,8 @@ class Block {
     t.barrier = id;
     b.waiting.push_back(current_);
     if (static_cast<int>(b.waiting.size()) == b.expected) {
-      std::vector<int> all = std::move(b.waiting);
+      release(b.waiting);
       b.waiting.clear();
-      release(all);
     }
     suspend();
   }
@@ -265,15 +286,12 @@ class Block {
       fail_at(self, "__shfl_xor_sync with mask " + hex(mask) + ", which does not name the calling lane " +
                         std::to_string(lane));
     const int warp_base = self - lane;
-    for (int l = 0; l < 32; ++l) {
-      if (((mask >> l) & 1u) == 0) continue;
-      if (warp_base + l >= count_)
-        fail_at(self, "__shfl_xor_sync with mask " + hex(mask) + ", which names lane " + std::to_string(l) +
-                          " of a warp that has no such thread");
-      if (threads_[static_cast<std::size_t>(warp_base + l)].done)
-        fail_at(self, "__shfl_xor_sync with mask " + hex(mask) + ", but lane " + std::to_string(l) +
-                          " has exited: it will never arrive");
-    }
+    if (const unsigned missing = mask & ~w.present; missing != 0)
+      fail_at(self, "__shfl_xor_sync with mask " + hex(mask) + ", which names lane " +
+                        std::to_string(std::countr_zero(missing)) + " of a warp that has no such thread");
+    if (const unsigned gone = mask & w.exited; gone != 0)
+      fail_at(self, "__shfl_xor_sync with mask " + hex(mask) + ", but lane " +
+                        std::to_string(std::countr_zero(gone)) + " has exited: it will never arrive");
     const std::uint64_t generation = w.lane_generation[lane]++;
     WarpCollective& c = w.collective[generation % 2];
     if (c.arrived == 0) {
@@ -287,10 +305,10 @@ class Block {
     c.arrived |= 1u << lane;
     threads_[static_cast<std::size_t>(self)].wait = Wait::shuffle;
     if ((c.arrived & mask) == mask) {
-      std::vector<int> lanes;
+      lanes_.clear();
       for (int l = 0; l < 32; ++l)
-        if ((mask >> l) & 1u) lanes.push_back(warp_base + l);
-      release(lanes);
+        if ((mask >> l) & 1u) lanes_.push_back(warp_base + l);
+      release(lanes_);
     }
     suspend();
     const int source = lane ^ lane_mask;
@@ -312,7 +330,7 @@ class Block {
     suspend();
   }
 
-  void* dynamic_shared() { return dynamic_shared_.get(); }
+  void* dynamic_shared() { return dynamic_shared_.data(); }
 
  private:
   static std::string hex(unsigned v) {
@@ -329,7 +347,7 @@ class Block {
     std::shuffle(v.begin(), v.end(), rng_);
   }
 
-  void release(std::vector<int> threads) {
+  void release(std::vector<int>& threads) {
     shuffle(threads);
     for (int t : threads) {
       threads_[static_cast<std::size_t>(t)].wait = Wait::none;
@@ -338,7 +356,7 @@ class Block {
   }
 
   [[noreturn]] void fail_at(int thread, const std::string& what) {
-    std::string where = "emulated CUDA: kernel " + std::string(spec_.name) + ", block " + dims(index_);
+    std::string where = "emulated CUDA: kernel " + std::string(spec_->name) + ", block " + dims(index_);
     if (thread >= 0)
       where += ", thread " + dims(threads_[static_cast<std::size_t>(thread)].context.thread_idx);
     fault_ = where + ": " + what;
@@ -368,26 +386,55 @@ class Block {
     return out;
   }
 
-  // The running thread gives the OS thread back to the scheduler until it is released.
+  // Switching. Control passes directly from the thread that waits to the next one to run (a released thread,
+  // or a new fiber for a thread not yet started), and to the scheduler only when there is neither. Every
+  // switch hands the target the continuation of the context that left, which arrived() files under that
+  // context: the waiting thread's, or the scheduler's.
+  static constexpr int kScheduler = -1;
+
+  ctx::fiber jump(ctx::fiber&& target, int from) {
+    from_ = from;
+    return std::move(target).resume();
+  }
+
+  void arrived(ctx::fiber&& left) {
+    if (!left) return;  // the context that left had finished
+    if (from_ == kScheduler)
+      scheduler_ = std::move(left);
+    else
+      threads_[static_cast<std::size_t>(from_)].suspended = std::move(left);
+  }
+
+  // What runs next: a released thread (made current here), a new fiber for the threads not yet started, or,
+  // with neither or after a fault, the scheduler.
+  ctx::fiber take_next() {
+    if (fault_.empty() && !runnable_.empty()) {
+      const int t = runnable_.front();
+      runnable_.pop_front();
+      current_ = t;
+      enter(threads_[static_cast<std::size_t>(t)].context);
+      return std::move(threads_[static_cast<std::size_t>(t)].suspended);
+    }
+    if (fault_.empty() && next_start_ < count_) return new_fiber();
+    return std::move(scheduler_);
+  }
+
+  // The running thread waits until it is released.
   void suspend() {
-    Thread& t = running();
     const int self = current_;
-    ctx::fiber* scheduler = t.scheduler;
-    *scheduler = std::move(*scheduler).resume();
-    // Resumed by the scheduler, which set current_ and the built-in variables.
-    threads_[static_cast<std::size_t>(self)].scheduler = scheduler;
+    // The last to arrive releases itself too: when it is first in line, it simply goes on.
+    if (fault_.empty() && !runnable_.empty() && runnable_.front() == self) {
+      runnable_.pop_front();
+      return;
+    }
+    arrived(jump(take_next(), self));
+    // Resumed by whoever released it, which made it current.
   }
 
-  void resume(int t) {
-    Thread& th = threads_[static_cast<std::size_t>(t)];
-    current_ = t;
-    enter(th.context);
-    ctx::fiber f = std::move(th.suspended).resume();
-    after_switch(std::move(f));
-  }
-
-  void start_fiber() {
-    ctx::fiber f(std::allocator_arg, PooledStack{}, [this](ctx::fiber&& scheduler) {
+  // A fiber that starts threads, one after another, until one of them waits or none is left to start.
+  ctx::fiber new_fiber() {
+    return ctx::fiber(std::allocator_arg, PooledStack{}, [this](ctx::fiber&& left) {
+      arrived(std::move(left));
       try {
         while (next_start_ < count_ && fault_.empty()) {
           const int t = start_order_[static_cast<std::size_t>(next_start_++)];
@@ -395,8 +442,7 @@ class Block {
           current_ = t;
           enter(th.context);
           th.started = true;
-          th.scheduler = &scheduler;
-          body_();
+          (*body_)();
           exit_thread(t);
         }
       } catch (const ctx::detail::forced_unwind&) {
@@ -404,18 +450,15 @@ class Block {
       } catch (const Fault&) {
         // fault_ holds the message; the scheduler throws it.
       } catch (const std::exception& e) {
-        fault_ = "emulated CUDA: kernel " + std::string(spec_.name) + ", block " + dims(index_) +
+        fault_ = "emulated CUDA: kernel " + std::string(spec_->name) + ", block " + dims(index_) +
                  ": a thread's code threw: " + e.what();
       }
-      return std::move(scheduler);
+      from_ = kFinished;
+      return take_next();
     });
-    after_switch(std::move(f).resume());
   }
 
-  // The fiber that just gave the OS thread back: suspended with the thread it ran (kept), or finished.
-  void after_switch(ctx::fiber f) {
-    if (f) threads_[static_cast<std::size_t>(current_)].suspended = std::move(f);
-  }
+  static constexpr int kFinished = -2;
 
   void exit_thread(int t) {
     Thread& th = threads_[static_cast<std::size_t>(t)];
@@ -425,6 +468,7 @@ class Block {
       fail_at(t, "exited while " + std::to_string(barriers_[0].waiting.size()) +
                      " threads of its block wait at __syncthreads(): every thread must reach it");
     const int lane = t % 32;
+    warps_[static_cast<std::size_t>(t / 32)].exited |= 1u << lane;
     for (const WarpCollective& c : warps_[static_cast<std::size_t>(t / 32)].collective) {
       if (c.arrived != 0 && ((c.mask >> lane) & 1u) && !((c.arrived >> lane) & 1u))
         fail_at(t, "exited while lanes " + hex(c.arrived) + " of its warp wait for it at __shfl_xor_sync");
@@ -432,11 +476,11 @@ class Block {
     if (grid_waiting_ > 0) fail_at(t, "exited while threads of its block wait at grid.sync()");
   }
 
-  const LaunchSpec& spec_;
-  const std::function<void()>& body_;
-  uint3 index_;
-  GridBarrier* grid_;
-  SplitMix rng_;
+  const LaunchSpec* spec_ = nullptr;
+  const std::function<void()>* body_ = nullptr;
+  uint3 index_{};
+  GridBarrier* grid_ = nullptr;
+  SplitMix rng_{0};
   int count_ = 0;
   std::vector<Thread> threads_;
   std::vector<Warp> warps_;
@@ -446,8 +490,11 @@ class Block {
   int done_ = 0;
   int grid_waiting_ = 0;
   std::deque<int> runnable_;
+  std::vector<int> lanes_;                 // scratch: the lanes a collective releases
+  ctx::fiber scheduler_;                   // the scheduler's continuation while a thread runs
+  int from_ = kScheduler;                  // the context that made the last switch
   std::array<NamedBarrier, 16> barriers_;  // 0 is __syncthreads(); bar.sync takes ids 0 to 15
-  std::unique_ptr<std::byte[]> dynamic_shared_;
+  std::vector<float4> dynamic_shared_;     // float4: 16-byte aligned, as dynamic shared memory is
   std::string fault_;
 };
 
@@ -460,8 +507,14 @@ Block& block_of_caller(const char* builtin) {
 
 void run_block(const LaunchSpec& spec, const std::function<void()>& body, uint3 index, GridBarrier* grid,
                std::uint64_t seed) {
-  Block block(spec, body, index, grid, seed);
-  block.run();
+  thread_local Block block;
+  block.start(spec, body, index, grid, seed);
+  try {
+    block.run();
+  } catch (...) {
+    block.abandon();
+    throw;
+  }
 }
 
 void sync_threads() {

@@ -24,6 +24,7 @@ Config read_config() {
   c.devices = static_cast<int>(read_number("MNISTDP_EMU_DEVICES", 1, 0, 64));
   c.sms = static_cast<int>(read_number("MNISTDP_EMU_SMS", 8, 1, 1024));
   c.seed = static_cast<std::uint64_t>(read_number("MNISTDP_EMU_SEED", 1, 0, 1L << 62));
+  c.failing_device = static_cast<int>(read_number("MNISTDP_EMU_FAILING_DEVICE", -1, -1, 64));
   if (const char* order = std::getenv("MNISTDP_EMU_ORDER"); order && *order) {
     const std::string o = order;
     if (o == "adversarial") {

@@ -6,6 +6,8 @@
 //                        operations of independent streams latest first; in-order: thread 0 first and streams
 //                        oldest first, the order to step through in a debugger
 //   MNISTDP_EMU_SEED     the seed of the adversarial order (default 1)
+//   MNISTDP_EMU_FAILING_DEVICE  a device that fails every call touching it (cudaErrorDevicesUnavailable), as
+//                        a GPU that does not answer; for tests of what the rest of the machine then does
 #include <cstdint>
 
 namespace mnistdp::emu {
@@ -17,6 +19,7 @@ struct Config {
   int sms = 8;
   Order order = Order::adversarial;
   std::uint64_t seed = 1;
+  int failing_device = -1;
 };
 
 // Throws std::runtime_error naming the variable when one is malformed.

@@ -3,10 +3,12 @@
 // never to the bit; TF32 mode rounds both inputs to TF32 first, as tensor cores do.
 #include <cublas_v2.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "emu/src/engine.hpp"
 
@@ -115,24 +117,35 @@ cublasStatus_t cublasSgemm(cublasHandle_t handle, cublasOperation_t trans_a, cub
   mnistdp::emu::Op op;
   op.what = "cublasSgemm";
   op.run = [=] {
-    // Column-major: element (i, j) of X with leading dimension ld is X[i + j * ld].
-    auto at_a = [&](int i, int p) {
-      return trans_a == CUBLAS_OP_N ? a[i + static_cast<long>(p) * lda] : a[p + static_cast<long>(i) * lda];
-    };
-    auto at_b = [&](int p, int j) {
-      return trans_b == CUBLAS_OP_N ? b[p + static_cast<long>(j) * ldb] : b[j + static_cast<long>(p) * ldb];
-    };
-    for (int j = 0; j < n; ++j) {
+    // op(A) [m, k] and op(B) [k, n] copied column-major (rounded to TF32 where asked), so that the loop over
+    // a column of C runs along contiguous memory; each element's sum is still over p in order.
+    std::vector<float> opa(static_cast<std::size_t>(m) * k);
+    std::vector<float> opb(static_cast<std::size_t>(k) * n);
+    for (int p = 0; p < k; ++p)
       for (int i = 0; i < m; ++i) {
-        float acc = 0.0f;
-        for (int p = 0; p < k; ++p) {
-          const float x = tf32 ? to_tf32(at_a(i, p)) : at_a(i, p);
-          const float y = tf32 ? to_tf32(at_b(p, j)) : at_b(p, j);
-          acc = std::fma(x, y, acc);
-        }
-        float& out = c[i + static_cast<long>(j) * ldc];
-        out = be == 0.0f ? al * acc : al * acc + be * out;  // beta 0: C is not read, as cuBLAS promises
+        const float v =
+            trans_a == CUBLAS_OP_N ? a[i + static_cast<long>(p) * lda] : a[p + static_cast<long>(i) * lda];
+        opa[static_cast<std::size_t>(p) * m + i] = tf32 ? to_tf32(v) : v;
       }
+    for (int j = 0; j < n; ++j)
+      for (int p = 0; p < k; ++p) {
+        const float v =
+            trans_b == CUBLAS_OP_N ? b[p + static_cast<long>(j) * ldb] : b[j + static_cast<long>(p) * ldb];
+        opb[static_cast<std::size_t>(j) * k + p] = tf32 ? to_tf32(v) : v;
+      }
+    std::vector<float> acc(static_cast<std::size_t>(m));
+    for (int j = 0; j < n; ++j) {
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      for (int p = 0; p < k; ++p) {
+        const float y = opb[static_cast<std::size_t>(j) * k + p];
+        const float* col = opa.data() + static_cast<std::size_t>(p) * m;
+        for (int i = 0; i < m; ++i)
+          acc[static_cast<std::size_t>(i)] = std::fma(col[i], y, acc[static_cast<std::size_t>(i)]);
+      }
+      float* out = c + static_cast<long>(j) * ldc;
+      for (int i = 0; i < m; ++i)  // beta 0: C is not read, as cuBLAS promises
+        out[i] = be == 0.0f ? al * acc[static_cast<std::size_t>(i)]
+                            : al * acc[static_cast<std::size_t>(i)] + be * out[i];
     }
   };
   auto& engine = mnistdp::emu::Engine::get();

@@ -382,9 +382,16 @@ TEST_CASE("CudaReplica refuses a persistent kernel it cannot run, and names it",
 
 TEST_CASE("the CUDA devices are listed and GEMM names parse", "[gpu]") {
   std::string why;
-  const auto devices = list_cuda_devices(why);
-  REQUIRE_FALSE(devices.empty());
+  const int count = count_cuda_devices(why);
+  REQUIRE(count >= 1);
   CHECK(why.empty());
+  const auto devices = list_cuda_devices({}, why);
+  REQUIRE(devices.size() == static_cast<std::size_t>(count));
+  CHECK(why.empty());
+  CHECK(devices[0].index == 0);
+  const auto last = list_cuda_devices({count - 1}, why);
+  REQUIRE(last.size() == 1);
+  CHECK(last[0].index == count - 1);
   CHECK_FALSE(devices[0].name.empty());
   CHECK(devices[0].total_memory >= devices[0].free_memory);
   CHECK(devices[0].sm_count > 0);
