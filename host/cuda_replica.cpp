@@ -12,6 +12,7 @@
 #include "kernels/classifier_head_cuda.hpp"
 #include "kernels/cuda_check.hpp"
 #include "kernels/gather_cuda.hpp"
+#include "kernels/loss_watch.hpp"
 #include "kernels/persistent_step_cuda.hpp"
 #include "kernels/sgd_cuda.hpp"
 #include "kernels/softmax_xent_cuda.hpp"
@@ -76,8 +77,8 @@ int count_cuda_devices(std::string& why_none) {
   why_none.clear();
   int count = 0;
   if (const cudaError_t status = cudaGetDeviceCount(&count); status != cudaSuccess) {
-    why_none =
-        fmt::format("cudaGetDeviceCount failed: {} ({})", cudaGetErrorName(status), cudaGetErrorString(status));
+    why_none = fmt::format("cudaGetDeviceCount failed: {} ({})", cudaGetErrorName(status),
+                           cudaGetErrorString(status));
     static_cast<void>(cudaGetLastError());
     return 0;
   }
@@ -94,7 +95,8 @@ std::vector<CudaDeviceInfo> list_cuda_devices(const std::vector<int>& indices, s
       wanted.push_back(i);
   int current = 0;
   if (const cudaError_t status = cudaGetDevice(&current); status != cudaSuccess) {
-    why_none = fmt::format("cudaGetDevice failed: {} ({})", cudaGetErrorName(status), cudaGetErrorString(status));
+    why_none =
+        fmt::format("cudaGetDevice failed: {} ({})", cudaGetErrorName(status), cudaGetErrorString(status));
     static_cast<void>(cudaGetLastError());
     return {};
   }
@@ -220,6 +222,9 @@ CudaReplica::CudaReplica(const DataSplits& data, int device, const CudaStepOptio
   eval_correct_ = DeviceBuffer<int>(static_cast<std::size_t>(chunks));
   host_loss_ = PinnedBuffer<float>(static_cast<std::size_t>(std::max(chunks, 1)));
   host_correct_ = PinnedBuffer<int>(static_cast<std::size_t>(std::max(chunks, 1)));
+  loss_watch_ = DeviceBuffer<cuda::LossWatch>(1);
+  host_watch_ = PinnedBuffer<cuda::LossWatch>(1);
+  cuda::start_loss_watch(loss_watch_.data(), 0, s);
   stream_.synchronize();  // the uploads read host vectors the caller may free
 }
 
@@ -255,7 +260,7 @@ std::size_t CudaReplica::device_bytes() const {
   return train_images_.bytes() + train_labels_.bytes() + test_images_.bytes() + test_labels_.bytes() +
          test_rows_.bytes() + order_.bytes() + params_.bytes() + grads_.bytes() + momentum_.bytes() +
          x_.bytes() + y_.bytes() + h_.bytes() + dh_.bytes() + logits_.bytes() + dlogits_.bytes() +
-         cursor_.bytes() + eval_loss_.bytes() + eval_correct_.bytes();
+         cursor_.bytes() + eval_loss_.bytes() + eval_correct_.bytes() + loss_watch_.bytes();
 }
 
 std::string CudaReplica::description() const {
@@ -302,7 +307,7 @@ void CudaReplica::load_parameters(std::span<const float> params) {
   flush_pending();  // a recorded step computes with the parameters it was recorded with
   CUDA_CHECK(
       cudaMemcpyAsync(params_.data(), params.data(), params_.bytes(), cudaMemcpyHostToDevice, stream_.get()));
-  stream_.synchronize();
+  synchronize();
 }
 
 void CudaReplica::store_parameters(std::span<float> params) {
@@ -314,7 +319,7 @@ void CudaReplica::store_parameters(std::span<float> params) {
   launch_queued();
   CUDA_CHECK(
       cudaMemcpyAsync(params.data(), params_.data(), params_.bytes(), cudaMemcpyDeviceToHost, stream_.get()));
-  stream_.synchronize();
+  synchronize();
 }
 
 void CudaReplica::load_momentum(std::span<const float> momentum) {
@@ -330,7 +335,7 @@ void CudaReplica::load_momentum(std::span<const float> momentum) {
   }
   CUDA_CHECK(cudaMemcpyAsync(momentum_.data(), momentum.data(), momentum_.bytes(), cudaMemcpyHostToDevice,
                              stream_.get()));
-  stream_.synchronize();
+  synchronize();
   has_momentum_ = true;
 }
 
@@ -344,7 +349,7 @@ void CudaReplica::store_momentum(std::span<float> momentum) {
   launch_queued();
   CUDA_CHECK(cudaMemcpyAsync(momentum.data(), momentum_.data(), momentum_.bytes(), cudaMemcpyDeviceToHost,
                              stream_.get()));
-  stream_.synchronize();
+  synchronize();
 }
 
 void CudaReplica::set_epoch_order(std::span<const std::int32_t> order) {
@@ -404,6 +409,7 @@ StepView CudaReplica::step_view() {
   b.dh = dh_.data();
   b.logits = logits_.data();
   b.dlogits = dlogits_.data();
+  b.watch = loss_watch_.data();
   return b;
 }
 
@@ -599,8 +605,9 @@ void CudaReplica::launch_queued() {
 void CudaReplica::enqueue_sgd(const SgdConfig& cfg, bool first_step) {
   const bool with_momentum = cfg.momentum != 0.0f;
   mark(Mark::sgd);
+  // After the all-reduce: the loss slot holds the global batch's sum, the same on every replica.
   cuda::sgd_step(params_.data(), grads_.data(), with_momentum ? momentum_.data() : nullptr, L::kCount, cfg,
-                 first_step, stream_.get());
+                 first_step, stream_.get(), grads_.data() + L::kLossSlot, loss_watch_.data());
   mark(Mark::sgd_end);
 }
 
@@ -731,7 +738,7 @@ std::vector<StepMarks> CudaReplica::take_trace() {
   std::vector<StepMarks> steps;
   if (!trace_anchor_) return steps;
   activate();
-  stream_.synchronize();
+  synchronize();
   for (long k = 0; k < traced_steps_; ++k) {
     StepMarks& marks = steps.emplace_back();
     for (int m = 0; m < kMarksPerStep; ++m) {
@@ -743,13 +750,33 @@ std::vector<StepMarks> CudaReplica::take_trace() {
   return steps;
 }
 
+void CudaReplica::synchronize() {
+  CUDA_CHECK(cudaMemcpyAsync(host_watch_.data(), loss_watch_.data(), loss_watch_.bytes(),
+                             cudaMemcpyDeviceToHost, stream_.get()));
+  stream_.synchronize();
+  seen_watch_ = host_watch_.data()[0];
+}
+
+bool CudaReplica::watch_losses(long next_step) {
+  activate();
+  launch_queued();  // steps already given are numbered as they were
+  cuda::start_loss_watch(loss_watch_.data(), next_step, stream_.get());
+  seen_watch_ = cuda::LossWatch{next_step, -1, 0.0f};
+  return true;
+}
+
+std::optional<NonFiniteLoss> CudaReplica::first_nonfinite_loss() const {
+  if (seen_watch_.first_bad < 0) return std::nullopt;
+  return NonFiniteLoss{static_cast<long>(seen_watch_.first_bad), seen_watch_.bad_loss_sum};
+}
+
 float CudaReplica::loss_sum() {
   activate();
   launch_queued();
   flush_pending();
   CUDA_CHECK(cudaMemcpyAsync(host_loss_.data(), grads_.data() + L::kLossSlot, sizeof(float),
                              cudaMemcpyDeviceToHost, stream_.get()));
-  stream_.synchronize();
+  synchronize();
   return host_loss_.data()[0];
 }
 
@@ -774,7 +801,7 @@ EvalResult CudaReplica::evaluate() {
       cudaMemcpyAsync(host_loss_.data(), eval_loss_.data(), eval_loss_.bytes(), cudaMemcpyDeviceToHost, s));
   CUDA_CHECK(cudaMemcpyAsync(host_correct_.data(), eval_correct_.data(), eval_correct_.bytes(),
                              cudaMemcpyDeviceToHost, s));
-  stream_.synchronize();
+  synchronize();
   for (int c = 0; c < chunks; ++c) {
     result.loss_sum += static_cast<double>(host_loss_.data()[c]);
     result.correct += host_correct_.data()[c];

@@ -62,6 +62,7 @@
 #include "kernels/gemm_impl.hpp"
 #include "kernels/launch_order.hpp"
 #include "kernels/linear_cuda.hpp"
+#include "kernels/loss_watch.hpp"
 #include "mnist_io/dataset.hpp"
 
 namespace mnistdp {
@@ -162,6 +163,9 @@ class CudaReplica final : public Replica {
   float* gradient_buffer_unchecked() { return grads_.data(); }
   void sgd_step(const SgdConfig& cfg) override;
   float loss_sum() override;
+  // Always on: each step's last kernel moves the record on (kernels/loss_watch.hpp); this numbers the steps.
+  bool watch_losses(long next_step) override;
+  std::optional<NonFiniteLoss> first_nonfinite_loss() const override;
   EvalResult evaluate() override;
   void trace_steps(long steps) override;
   std::vector<StepMarks> take_trace() override;
@@ -221,6 +225,9 @@ class CudaReplica final : public Replica {
   void enqueue_fused_step(int count, int global_batch, const SgdConfig& cfg);
   // This replica's buffers, for the fused kernels (host/fused_kernels.hpp).
   StepView step_view();
+  // Waits for the stream, bringing a copy of the loss record along: every wait the host makes anyway
+  // refreshes what first_nonfinite_loss() says, and none is made for it alone.
+  void synchronize();
   // Records a timeline mark on the stream while steps are being traced.
   void mark(Mark m);
   bool tracing() const { return trace_remaining_ > 0; }
@@ -317,6 +324,12 @@ class CudaReplica final : public Replica {
   DeviceBuffer<float> grads_;     // [ParamLayout::kGradCount], the loss sum in the last slot
   DeviceBuffer<float> momentum_;  // [ParamLayout::kCount]
   bool has_momentum_ = false;
+
+  // Every step's loss checked on the device: the record (moved on by each step's last kernel), its copy's
+  // landing place, and the record as the host last saw it.
+  DeviceBuffer<cuda::LossWatch> loss_watch_;  // [1]
+  PinnedBuffer<cuda::LossWatch> host_watch_;  // [1]
+  cuda::LossWatch seen_watch_;
 
   int rows_ = 0;                  // capacity of the activations, in rows
   DeviceBuffer<float> x_;         // [rows, 784]

@@ -64,6 +64,8 @@ cuda::WeightGradientSgdArgs weight_gradient_sgd_args(const StepView& b, int rows
   last.out = L::kHidden;
   last.n = L::kCount;
   last.sgd = cfg;
+  last.loss_sum = b.grads + L::kLossSlot;
+  last.watch = b.watch;
   return last;
 }
 

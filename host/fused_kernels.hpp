@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "kernels/launch_order.hpp"
+#include "kernels/loss_watch.hpp"
 #include "kernels/sgd.hpp"
 
 namespace mnistdp {
@@ -25,6 +26,7 @@ struct StepView {
   float* dh = nullptr;                   // [rows, 256]
   float* logits = nullptr;               // [rows, 10]
   float* dlogits = nullptr;              // [rows, 10]
+  cuda::LossWatch* watch = nullptr;      // [1]: the loss record every step moves on, or nullptr for none
 };
 
 // The classifier head (kernels/classifier_head_cuda.hpp) over h and y: the logits, their gradient, the loss

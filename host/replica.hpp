@@ -3,6 +3,7 @@
 // gradients, optimiser state, activations and the data set. The trainer drives replicas only through this
 // interface, so that the data-parallel logic is the same for every backend.
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -19,6 +20,12 @@ struct EvalResult {
 
   double mean_loss() const { return count ? loss_sum / static_cast<double>(count) : 0.0; }
   double accuracy() const { return count ? static_cast<double>(correct) / static_cast<double>(count) : 0.0; }
+};
+
+// The first step whose loss was not finite, as a replica that checks the loss where it runs records it.
+struct NonFiniteLoss {
+  long step;       // numbered in all, from 0
+  float loss_sum;  // the global batch's (after the all-reduce): NaN or an infinity
 };
 
 class Replica {
@@ -64,6 +71,15 @@ class Replica {
   // Whether loss_sum() is a read of host memory that waits for nothing (a CPU replica's): the trainer then
   // checks every step's loss, where a device replica's is checked only when the host reads it anyway.
   virtual bool loss_on_host() const { return false; }
+  // Where reading the loss would wait for the device: the replica checks every step's loss (the all-reduced
+  // sum) on the device, numbering the steps from next_step (the number, in all, of the next step it is
+  // given), and records the first that is not finite. Queued behind the steps already given; waits for
+  // nothing. False where the replica keeps no such record.
+  virtual bool watch_losses(long /*next_step*/) { return false; }
+  // That record as it stood when the replica last waited for its device anyway (loss_sum(), evaluate(), a
+  // copy of the parameters or the momentum): the first step whose loss was not finite, or nullopt for none
+  // by then. Never waits.
+  virtual std::optional<NonFiniteLoss> first_nonfinite_loss() const { return std::nullopt; }
 
   // Test-set loss and accuracy with the current parameters. Waits for the device.
   virtual EvalResult evaluate() = 0;

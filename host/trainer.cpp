@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <stdexcept>
 
 #include "host/init.hpp"
@@ -135,9 +136,20 @@ std::vector<EpochReport> Trainer::run(TrainListener& listener) {
   // stands.
   const int first_epoch = static_cast<int>(total_steps / steps);
   // Where reading the loss costs nothing, every step's is checked, so that a divergence is named at the step
-  // it happened; a device's loss is read only with the log lines and at the epoch's end, which wait anyway.
+  // it happened. A device checks every step's loss itself and keeps the first bad step; the host reads that
+  // record with the loss of the log lines and at the epoch's end, which wait for the device anyway.
   const bool every_step = replicas_[0]->loss_on_host();
+  bool recorded = !every_step;
+  for (auto& replica : replicas_)
+    recorded = replica->watch_losses(total_steps) && recorded;
   long last_finite = total_steps - 1;
+  // At a wait for the devices: the first bad step, named exactly where the replica recorded it; otherwise
+  // the loss just read, of step i of the epoch.
+  auto check_loss = [&](float loss, int epoch, int i) {
+    if (recorded) check_recorded(listener);
+    check_finite(loss, epoch, i, last_finite, listener);
+    last_finite = total_steps - 1;
+  };
   for (int epoch = first_epoch; epoch < config_.epochs && (epoch == first_epoch || !step_budget_spent());
        ++epoch) {
     const auto start = Clock::now();
@@ -162,8 +174,7 @@ std::vector<EpochReport> Trainer::run(TrainListener& listener) {
       if (log_line || every_step) {
         communicator_->await_completion();
         const float loss = replicas_[0]->loss_sum() / static_cast<float>(rows);
-        check_finite(loss, epoch, i, last_finite, listener);
-        last_finite = total_steps - 1;
+        check_loss(loss, epoch, i);
         if (log_line) listener.on_step_loss({epoch, i, loss});
       }
       listener.on_step(epoch, i, steps);
@@ -181,9 +192,8 @@ std::vector<EpochReport> Trainer::run(TrainListener& listener) {
     report.seconds = std::chrono::duration<double>(Clock::now() - start).count();
     report.total_steps = total_steps;
     if (report.steps > 0 && last_finite < total_steps - 1)
-      check_finite(replicas_[0]->loss_sum(), epoch,
-                   static_cast<int>(total_steps - 1 - static_cast<long>(epoch) * steps), last_finite,
-                   listener);
+      check_loss(replicas_[0]->loss_sum(), epoch,
+                 static_cast<int>(total_steps - 1 - static_cast<long>(epoch) * steps));
     if (config_.evaluate && is_root()) report.test = replicas_[0]->evaluate();
     listener.on_epoch_end(report);
     reports.push_back(report);
@@ -197,6 +207,17 @@ std::string loss_text(float loss) {
   return fmt::format("{}", loss);
 }
 
+void Trainer::check_recorded(TrainListener& listener) const {
+  const std::optional<NonFiniteLoss> bad = replicas_[0]->first_nonfinite_loss();
+  if (!bad) return;
+  const int steps = steps_per_epoch();
+  const int epoch = static_cast<int>(bad->step / steps);
+  const int step = static_cast<int>(bad->step % steps);
+  const int rows = std::min(config_.batch_size, train_count_ - step * config_.batch_size);
+  // Every step up to the bad one was checked on the device and found finite.
+  check_finite(bad->loss_sum / static_cast<float>(rows), epoch, step, bad->step - 1, listener);
+}
+
 void Trainer::check_finite(float loss, int epoch, int step, long last_finite, TrainListener& listener) const {
   if (std::isfinite(loss)) return;
   listener.on_diverged({epoch, step, loss});
@@ -205,14 +226,14 @@ void Trainer::check_finite(float loss, int epoch, int step, long last_finite, Tr
       last_finite == this_step - 1
           ? std::string("the first step whose loss is not finite")
           : fmt::format(
-                "the first step checked since {}; on a GPU the loss is read at the log lines, and "
+                "the first step checked since {}; this replica's loss is read only at the log lines, and "
                 "--log-interval 1 names the first step whose loss is not finite",
                 last_finite < 0 ? std::string("the start")
                                 : fmt::format("step {} in all, whose loss was finite", last_finite));
   throw TrainingDiverged(fmt::format(
       "the loss became {} at epoch {}, step {} ({}): training diverged (a smaller --lr may help); "
       "the last checkpoint, if any, was written before this and is left as it was",
-      loss, epoch, step, first));
+      loss_text(loss), epoch, step, first));
 }
 
 }  // namespace mnistdp

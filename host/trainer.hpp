@@ -119,6 +119,8 @@ class Trainer {
   // last_finite: the last step (in all) whose loss was seen finite, -1 for none; when the loss is not read
   // every step, the message says the first bad step lies after it.
   void check_finite(float loss, int epoch, int step, long last_finite, TrainListener& listener) const;
+  // The same for the first bad step replica 0 recorded on its device (Replica::first_nonfinite_loss), if any.
+  void check_recorded(TrainListener& listener) const;
 
   std::vector<std::unique_ptr<Replica>> replicas_;
   std::vector<Replica*> replica_ptrs_;

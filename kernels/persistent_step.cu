@@ -23,6 +23,7 @@
 #include "kernels/device_dialect.cuh"
 #include "kernels/gather_linear_tile.cuh"
 #include "kernels/kernel_launch.cuh"
+#include "kernels/loss_watch.cuh"
 #include "kernels/persistent_step_cuda.hpp"
 #include "kernels/weight_gradient_sgd_elements.cuh"
 
@@ -94,6 +95,9 @@ __global__ void __launch_bounds__(kThreads) persistent_step_kernel(PersistentSte
         a.last,
         weight_items::dealt_first_item(block, blocks, static_cast<int>(threadIdx.x), detail::kWarpSize),
         blocks * kThreads);
+    // The loss sum is final since the barrier after phase 2, and the next step's phase 2 writes it only
+    // after the barrier below; one thread of the grid moves the record on, step by step.
+    if (a.last.watch && block == 0 && threadIdx.x == 0) detail::watch_loss(a.last.watch, *a.last.loss_sum);
     // The last step needs no barrier, except to time its phase as the others are timed.
     if (step + 1 < a.steps || a.phase_cycles) grid.sync();
     lap(2);

@@ -20,7 +20,7 @@ namespace mnistdp::cuda {
 // one size; head.h is forward.h, head.labels forward.y, last.dy head.dh, last.x forward.x), and the step's
 // buffers must be distinct from one another, as in the fused step. forward.first, last.cursor and
 // last.first_step are not used: the rows' positions are given here, and a first step with momentum runs
-// the plain way.
+// the plain way. last.watch, when given, is moved on by every step (loss_watch.hpp).
 struct PersistentStepArgs {
   GatherLinearArgs forward;
   ClassifierHeadArgs head;

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "kernels/cuda_check.hpp"
+#include "kernels/loss_watch.cuh"
 #include "kernels/programmatic_launch.cuh"
 #include "kernels/weight_gradient_sgd_cuda.hpp"
 #include "kernels/weight_gradient_sgd_elements.cuh"
@@ -27,6 +28,9 @@ __global__ void __launch_bounds__(kThreads) weight_gradient_sgd_kernel(WeightGra
   // Every block of the step's earlier kernels has read the offset: this kernel's wait above returned once
   // they had finished (or, launched the serial way, it began after them).
   if (a.cursor && blockIdx.x == 0 && threadIdx.x == 0) *a.cursor += a.cursor_delta;
+  // The same wait made the classifier head's loss sum final; the next step's head writes it only after this
+  // kernel has finished (the step's first kernel is launched the serial way).
+  if (a.watch && blockIdx.x == 0 && threadIdx.x == 0) detail::watch_loss(a.watch, *a.loss_sum);
 }
 
 }  // namespace
@@ -43,11 +47,13 @@ void validate(const WeightGradientSgdArgs& a, std::size_t index_stride) {
     throw std::invalid_argument("weight_gradient_sgd: null pointer");
   if (a.sgd.momentum != 0.0f && !a.momentum)
     throw std::invalid_argument("weight_gradient_sgd: momentum != 0 needs a buffer");
+  if (a.watch && !a.loss_sum)
+    throw std::invalid_argument("weight_gradient_sgd: a loss record needs the loss sum");
 }
 
 void weight_gradient_sgd(const WeightGradientSgdArgs& a, cudaStream_t stream, LaunchOrder order) {
   validate(a, kMaxBlocks * kThreads);
-  if (a.n == 0 && !a.cursor) return;
+  if (a.n == 0 && !a.cursor && !a.watch) return;
   const auto items = static_cast<std::size_t>(weight_items::item_count(a.out, a.in, static_cast<int>(a.n)));
   const dim3 grid(
       static_cast<unsigned>(std::clamp<std::size_t>((items + kThreads - 1) / kThreads, 1, kMaxBlocks)));

@@ -7,6 +7,7 @@
 #include <cstddef>
 
 #include "kernels/launch_order.hpp"
+#include "kernels/loss_watch.hpp"
 #include "kernels/sgd.hpp"
 
 namespace mnistdp::cuda {
@@ -19,6 +20,8 @@ namespace mnistdp::cuda {
 //      rest of grads must already hold the other parameters' gradients
 //   -> *cursor += cursor_delta, when cursor is given: the step graph's row offset, moved on by the step's
 //      last kernel (host/cuda_replica.hpp)
+//   -> the step's loss record (loss_watch.hpp) moved on by this step, when watch is given: loss_sum is then
+//      the step's loss sum, final by the time this kernel runs
 // momentum may be nullptr when cfg.momentum == 0. batch 0 gives a zero weight gradient. The one exception to
 // "the same bits" is classifier_head_cuda.hpp's: a sum of -0, which only underflow reaches, comes out +0
 // from tiled and blocked, -0 from here.
@@ -36,6 +39,8 @@ struct WeightGradientSgdArgs {
   bool first_step = false;  // torch.optim.SGD's first step with momentum: the buffer starts as the gradient
   int* cursor = nullptr;
   int cursor_delta = 0;
+  const float* loss_sum = nullptr;  // [1] device memory, with watch
+  LossWatch* watch = nullptr;       // [1] device memory, or nullptr
 };
 
 // Throws std::invalid_argument for what weight_gradient_sgd refuses. index_stride: the most a thread's index

@@ -29,6 +29,10 @@ class ForwardingReplica : public Replica {
   void sgd_step(const SgdConfig& cfg) override { inner_->sgd_step(cfg); }
   float loss_sum() override { return inner_->loss_sum(); }
   bool loss_on_host() const override { return inner_->loss_on_host(); }
+  bool watch_losses(long next_step) override { return inner_->watch_losses(next_step); }
+  std::optional<NonFiniteLoss> first_nonfinite_loss() const override {
+    return inner_->first_nonfinite_loss();
+  }
   EvalResult evaluate() override { return inner_->evaluate(); }
   void trace_steps(long steps) override { inner_->trace_steps(steps); }
   std::vector<StepMarks> take_trace() override { return inner_->take_trace(); }

@@ -1,10 +1,13 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "host/cpu_replica.hpp"
@@ -201,5 +204,92 @@ TEST_CASE("each epoch's order is given after the last step of the epoch before, 
     config.evaluate = false;
     CHECK(call_log(data, config) ==
           Log{"order 1", "step 64", "step 128", "order 2", "step 0", "step 64", "step 128"});
+  }
+}
+
+namespace {
+
+// A replica whose loss is read only at the trainer's waits, as a GPU replica's is, and which keeps the first
+// non-finite step as a device does (or keeps nothing, with `records` false): its record is taken at every
+// SGD step, but shown only once loss_sum() has been called, the way a device's reaches the host.
+class DeviceLike final : public testing::ForwardingReplica {
+ public:
+  DeviceLike(std::unique_ptr<Replica> inner, bool records)
+      : ForwardingReplica(std::move(inner)), records_(records) {}
+  bool loss_on_host() const override { return false; }
+  bool watch_losses(long next_step) override {
+    next_step_ = next_step;
+    return records_;
+  }
+  void sgd_step(const SgdConfig& cfg) override {
+    const float loss = ForwardingReplica::loss_sum();
+    if (!std::isfinite(loss) && !bad_) bad_ = NonFiniteLoss{next_step_, loss};
+    ++next_step_;
+    ForwardingReplica::sgd_step(cfg);
+  }
+  float loss_sum() override {
+    seen_ = bad_;
+    return ForwardingReplica::loss_sum();
+  }
+  std::optional<NonFiniteLoss> first_nonfinite_loss() const override {
+    return records_ ? seen_ : std::nullopt;
+  }
+
+ private:
+  bool records_;
+  long next_step_ = 0;
+  std::optional<NonFiniteLoss> bad_;
+  std::optional<NonFiniteLoss> seen_;
+};
+
+// The message of a run with lr 1e30 (step 0's loss is finite, step 1's is not), resumed at step 5, and the
+// step on_diverged named, in all.
+std::pair<std::string, long> diverging_run(const DataSplits& data, bool records, int log_interval) {
+  std::vector<std::unique_ptr<Replica>> replicas;
+  replicas.push_back(std::make_unique<DeviceLike>(std::make_unique<CpuReplica>(data, 0), records));
+  std::vector<float> params(ParamLayout::kCount);
+  init_parameters(params, 3);
+  replicas[0]->load_parameters(params);
+  TrainConfig config;
+  config.epochs = 3;
+  config.sgd.lr = 1e30f;
+  config.log_interval = log_interval;
+  config.start_step = 5;
+  config.evaluate = false;
+  Trainer trainer(std::move(replicas), make_host_communicator(), data.train.count, config);
+  struct Named final : TrainListener {
+    explicit Named(int per_epoch) : steps(per_epoch) {}
+    void on_diverged(const StepLoss& s) override { step = static_cast<long>(s.epoch) * steps + s.step; }
+    int steps;
+    long step = -1;
+  } named(trainer.steps_per_epoch());
+  std::string message;
+  try {
+    trainer.run(named);
+  } catch (const TrainingDiverged& e) {
+    message = e.what();
+  }
+  return {message, named.step};
+}
+
+}  // namespace
+
+TEST_CASE("a replica's record of its first non-finite loss names that step, between log lines",
+          "[training]") {
+  const DataSplits data = testing::synthetic_splits(640, 10, 5);  // 10 steps an epoch
+  SECTION("recorded: the exact step, with no log line before the epoch's end") {
+    const auto [message, step] = diverging_run(data, true, 1000);
+    CHECK(step == 6);
+    CHECK_THAT(message, Catch::Contains("at epoch 0, step 6 (the first step whose loss is not finite)"));
+  }
+  SECTION("not recorded: the step of the epoch's end, said to be the first checked") {
+    const auto [message, step] = diverging_run(data, false, 1000);
+    CHECK(step == 9);
+    CHECK_THAT(message, Catch::Contains("at epoch 0, step 9 (the first step checked since step 4 in all"));
+  }
+  SECTION("not recorded, a log line every step: the exact step") {
+    const auto [message, step] = diverging_run(data, false, 1);
+    CHECK(step == 6);
+    CHECK_THAT(message, Catch::Contains("(the first step whose loss is not finite)"));
   }
 }

@@ -13,10 +13,13 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <memory>
 #include <numeric>
+#include <optional>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -501,4 +504,209 @@ TEST_CASE("queued steps are launched before anything reads or changes what they 
   CHECK(bitwise_equal(queued.params, plain.params));
   CHECK(bitwise_equal(queued.grads, plain.grads));
   CHECK(queued.eval == plain.eval);
+}
+
+namespace {
+
+// How a test makes the loss of a known step not finite.
+enum class Poison {
+  parameters,  // one parameter of the last replica set to NaN after the step before: that replica's loss,
+               // and with it the all-reduced one, is NaN from this step on
+  huge_lr,     // lr 1e30 from the start: the first step's loss is finite, the second's is not
+};
+
+// What the trainer said of a diverging run, and what replica 0 recorded on its device.
+struct Divergence {
+  long step = -1;  // named by the trainer, in all
+  std::string message;
+  long on_diverged = -1;  // the listener's step, in all
+  bool metrics_loss_not_finite = false;
+  std::optional<NonFiniteLoss> recorded;
+  std::vector<CudaReplica::GraphCounts> counts;  // [replicas]
+  long fused_steps = 0;
+  long persistent_steps = 0;
+  long persistent_launches = 0;
+};
+
+class DivergenceListener final : public TrainListener {
+ public:
+  DivergenceListener(const Trainer& trainer, long poison_after)
+      : trainer_(trainer), poison_after_(poison_after) {}
+  void on_step(int epoch, int step, int steps) override {
+    const long done = static_cast<long>(epoch) * steps + step;
+    if (done != poison_after_) return;
+    Replica& last = *trainer_.replicas().back();
+    std::vector<float> params(L::kCount);
+    last.store_parameters(params);
+    params[L::kFc2Bias] = std::numeric_limits<float>::quiet_NaN();
+    last.load_parameters(params);
+  }
+  void on_diverged(const StepLoss& s) override {
+    diverged_at = static_cast<long>(s.epoch) * trainer_.steps_per_epoch() + s.step;
+    loss_not_finite = !std::isfinite(s.loss);
+  }
+  long diverged_at = -1;
+  bool loss_not_finite = false;
+
+ private:
+  const Trainer& trainer_;
+  long poison_after_;
+};
+
+constexpr long kStartStep = 20;     // a resumed run's: epoch 1, step 4 comes next
+constexpr long kPoisonedStep = 45;  // epoch 2, step 13
+
+// A run of `replicas` replicas from step kStartStep that diverges at a known step, with no log line before
+// it (log_interval): the host waits for the devices only at the poisoning and at the epoch's end, so the
+// trainer can name the step only from the devices' record. Devices: each replica on device r % devices.
+Divergence diverge(const DataSplits& data, const CudaStepOptions& step, int replicas, Reduce reduce,
+                   Poison poison, int log_interval = 1000, int devices = 1) {
+  std::vector<std::unique_ptr<Replica>> owned;
+  std::vector<Replica*> raw;
+  for (int r = 0; r < replicas; ++r) {
+    owned.push_back(make_cuda_replica(data, r % devices, step));
+    raw.push_back(owned.back().get());
+  }
+  std::vector<float> init(L::kCount);
+  init_parameters(init, kSeed);
+  owned[0]->load_parameters(init);
+  std::unique_ptr<Communicator> communicator =
+      reduce == Reduce::nccl ? make_nccl_communicator(raw) : make_same_device_communicator(raw);
+  TrainConfig config;
+  config.epochs = 1000;
+  config.max_steps = 60;
+  config.batch_size = kBatch;
+  config.sgd.lr = poison == Poison::huge_lr ? 1e30f : 0.01f;
+  config.seed = kSeed;
+  config.log_interval = log_interval;
+  config.evaluate = false;
+  config.start_step = kStartStep;
+  Trainer trainer(std::move(owned), std::move(communicator), data.train.count, config);
+  DivergenceListener listener(trainer, poison == Poison::parameters ? kPoisonedStep - 1 : -1);
+  Divergence d;
+  try {
+    trainer.run(listener);
+  } catch (const TrainingDiverged& e) {
+    d.message = e.what();
+  }
+  d.on_diverged = listener.diverged_at;
+  d.metrics_loss_not_finite = listener.loss_not_finite;
+  const int steps = trainer.steps_per_epoch();
+  const std::regex named("at epoch ([0-9]+), step ([0-9]+) \\(the first step whose loss is not finite\\)");
+  if (std::smatch m; std::regex_search(d.message, m, named))
+    d.step = std::stol(m[1]) * steps + std::stol(m[2]);
+  auto& first = dynamic_cast<CudaReplica&>(*trainer.replicas()[0]);
+  d.recorded = first.first_nonfinite_loss();
+  for (const auto& replica : trainer.replicas())
+    d.counts.push_back(dynamic_cast<CudaReplica&>(*replica).graph_counts());
+  d.fused_steps = first.fused_steps();
+  d.persistent_steps = first.persistent_steps();
+  d.persistent_launches = first.persistent_launches();
+  return d;
+}
+
+// The step every run must name: the poisoned one, or the second with lr 1e30.
+long expected_step(Poison poison) {
+  return poison == Poison::parameters ? kPoisonedStep : kStartStep + 1;
+}
+
+void check_named(const Divergence& d, Poison poison) {
+  CAPTURE(d.message);
+  const long want = expected_step(poison);
+  CHECK(d.step == want);
+  CHECK(d.on_diverged == want);
+  CHECK(d.metrics_loss_not_finite);
+  REQUIRE(d.recorded.has_value());
+  CHECK(d.recorded->step == want);
+  CHECK_FALSE(std::isfinite(d.recorded->loss_sum));
+}
+
+}  // namespace
+
+TEST_CASE("each step's loss is checked on the device and the first non-finite step named exactly",
+          "[gpu][divergence]") {
+  // Every way a step runs, with no log line before the bad step: without the device's record the trainer
+  // would only see the loss at the epoch's end and name that step instead. With lr 1e30 the bad step is the
+  // second of the run, inside a launch of several steps where steps are queued (the persistent kernel's
+  // first launch, which takes steps 20 to 26).
+  struct Path {
+    const char* name;
+    CudaStepOptions options;
+  };
+  CudaStepOptions graphs{GemmImpl::blocked, /*cuda_graphs=*/true};
+  CudaStepOptions fused_head{GemmImpl::blocked, /*cuda_graphs=*/false, /*fused_head=*/true};
+  CudaStepOptions graphed_head{GemmImpl::blocked, true, true};
+  CudaStepOptions fused_step{GemmImpl::slab, true, true, true};
+  CudaStepOptions programmatic{GemmImpl::slab, true, true, true, /*programmatic_launch=*/true};
+  CudaStepOptions per_graph = graphs;
+  per_graph.steps_per_graph = 7;
+  CudaStepOptions fused_per_graph = fused_step;
+  fused_per_graph.steps_per_graph = 7;
+  CudaStepOptions persistent = fused_step;
+  persistent.persistent = true;
+  persistent.steps_per_graph = 7;
+  const std::vector<Path> paths{{"plain", {GemmImpl::blocked}},
+                                {"cuda graphs", graphs},
+                                {"fused head", fused_head},
+                                {"fused head, cuda graphs", graphed_head},
+                                {"fused step", fused_step},
+                                {"fused step, programmatic launch", programmatic},
+                                {"7 steps a graph", per_graph},
+                                {"fused step, 7 steps a graph", fused_per_graph},
+                                {"persistent, 7 steps a launch", persistent}};
+  const Poison poison = GENERATE(Poison::parameters, Poison::huge_lr);
+  CAPTURE(poison == Poison::parameters ? "poisoned parameters" : "lr 1e30");
+  const DataSplits data = testing::synthetic_splits(kTrainRows, 10, 97);
+  for (const Path& path : paths) {
+    CAPTURE(path.name);
+    const Divergence d = diverge(data, path.options, 1, Reduce::nccl, poison);
+    check_named(d, poison);
+    // The fast paths really ran.
+    const CudaReplica::GraphCounts c = d.counts[0];
+    if (path.options.persistent) {
+      CHECK(d.persistent_launches < d.persistent_steps);
+    } else if (path.options.steps_per_graph > 1 && poison == Poison::parameters) {
+      CHECK(c.multi_step > 0);
+    } else if (path.options.cuda_graphs && poison == Poison::parameters) {
+      CHECK(c.replayed > 0);
+    }
+    if (path.options.fused_step && !path.options.persistent) CHECK(d.fused_steps > 0);
+  }
+}
+
+TEST_CASE("the loss checked on the device names the first non-finite step with three replicas",
+          "[gpu][divergence]") {
+  // Only the last replica's parameters are poisoned: its own loss is NaN, the other two's finite, and each
+  // replica checks the all-reduced sum, so replica 0 names the step too. On one GPU (the same-device sum,
+  // plain and with gradient graphs and the fused head) and through NCCL over three GPUs where there are.
+  const DataSplits data = testing::synthetic_splits(kTrainRows, 10, 101);
+  const Poison poison = GENERATE(Poison::parameters, Poison::huge_lr);
+  const bool fast = GENERATE(false, true);
+  CAPTURE(poison == Poison::parameters ? "poisoned parameters" : "lr 1e30", fast);
+  const CudaStepOptions options{GemmImpl::blocked, fast, fast};
+  check_named(diverge(data, options, 3, Reduce::same_device, poison), poison);
+  int count = 0;
+  CUDA_CHECK(cudaGetDeviceCount(&count));
+  if (count >= 3) {
+    const Divergence d = diverge(data, options, 3, Reduce::nccl, poison, 1000, 3);
+    check_named(d, poison);
+  } else {
+    WARN("NCCL over three GPUs not run: " << count << " visible");
+  }
+}
+
+TEST_CASE("the device's record and the log lines name the same step", "[gpu][divergence]") {
+  // A log line every step reads every loss on the host: the step it names is the first bad one whatever the
+  // record says. The record must agree, on the plain path and on the fastest.
+  const DataSplits data = testing::synthetic_splits(kTrainRows, 10, 103);
+  CudaStepOptions persistent{GemmImpl::slab, true, true, true};
+  persistent.persistent = true;
+  persistent.steps_per_graph = 7;
+  for (const CudaStepOptions& options : {CudaStepOptions{GemmImpl::slab}, persistent}) {
+    CAPTURE(options.persistent);
+    const Divergence every = diverge(data, options, 1, Reduce::nccl, Poison::parameters, 1);
+    const Divergence none = diverge(data, options, 1, Reduce::nccl, Poison::parameters, 1000);
+    CHECK(every.step == kPoisonedStep);
+    CHECK(none.step == every.step);
+  }
 }
