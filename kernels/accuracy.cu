@@ -5,6 +5,7 @@
 
 #include "kernels/accuracy_cuda.hpp"
 #include "kernels/cuda_check.hpp"
+#include "kernels/device_dialect.cuh"
 #include "kernels/kernel_launch.cuh"
 
 namespace mnistdp::cuda {
@@ -18,7 +19,8 @@ __global__ void __launch_bounds__(kThreads)
                          int* __restrict__ correct,                // [1]
                          int batch, int classes) {
   using BlockReduce = cub::BlockReduce<int, kThreads>;
-  __shared__ typename BlockReduce::TempStorage storage;
+  using Storage = typename BlockReduce::TempStorage;
+  MNISTDP_SHARED(Storage, storage);
   int count = 0;
   for (int row = threadIdx.x; row < batch; row += kThreads) {
     const float* __restrict__ z = logits + static_cast<long>(row) * classes;

@@ -16,6 +16,7 @@
 // the plain path's to the bit, are given in classifier_head_cuda.hpp.
 #include "kernels/classifier_head_cuda.hpp"
 #include "kernels/classifier_head_split.hpp"
+#include "kernels/device_dialect.cuh"
 #include "kernels/softmax_xent_row.cuh"
 
 namespace mnistdp::cuda::detail {
@@ -38,7 +39,8 @@ __device__ __forceinline__ void classifier_head_block(const ClassifierHeadArgs& 
   const int n_logits = a.batch * a.classes;
   float* z = shared;              // [batch, classes]: the logits
   float* dz = shared + n_logits;  // [batch, classes]: their gradient
-  __shared__ float warp_losses[kLossWarps];
+  using WarpLosses = float[kLossWarps];
+  MNISTDP_SHARED(WarpLosses, warp_losses);
   const bool writer = block == 0;
   // Not written by this block's phases (the outputs are other buffers): the compiler may schedule the loads
   // ahead of the stores to dh and dw. (They do change between the persistent step's phases, so the

@@ -1,8 +1,20 @@
 #pragma once
-// The two corners of the device dialect that the host compiler of the emulated build (docs/emulation.md)
-// cannot take as nvcc writes them: dynamic shared memory and a named barrier in inline PTX. Behind these,
+// The corners of the device dialect that the emulated build (docs/emulation.md) needs spelled through the
+// project's own names: shared variables, dynamic shared memory and a named barrier in inline PTX. Behind these,
 // the GPU build compiles exactly what it compiled before.
 #include <cuda_runtime.h>
+
+// `MNISTDP_SHARED(Type, name);` declares name, a variable of Type in the block's shared memory: `__shared__
+// Type name;` (Type an alias where it is an array). In the emulated build each is a block's own heap block of
+// exactly its size, filled with NaN when the block starts, so that a read of a slot nobody wrote, or past the
+// end (under AddressSanitizer), shows.
+#if defined(MNISTDP_CUDA_EMULATED)
+#define MNISTDP_SHARED(type, name)                 \
+  static constexpr char mnistdp_shared_##name = 0; \
+  type& name = ::mnistdp::emu::shared_variable<type>(&mnistdp_shared_##name)
+#else
+#define MNISTDP_SHARED(type, name) __shared__ type name
+#endif
 
 // `MNISTDP_DYNAMIC_SHARED(float, s);` declares s, the block's dynamic shared memory (the launch's
 // shared_bytes), as an array of float: `extern __shared__ float s[];`.

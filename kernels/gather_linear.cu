@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "kernels/cuda_check.hpp"
+#include "kernels/device_dialect.cuh"
 #include "kernels/gather_linear_tile.cuh"
 #include "kernels/programmatic_launch.cuh"
 
@@ -10,7 +11,7 @@ namespace mnistdp::cuda {
 namespace {
 
 __global__ void __launch_bounds__(detail::slab::kThreads) gather_linear_kernel(GatherLinearArgs a) {
-  __shared__ detail::GatherLinearShared s;
+  MNISTDP_SHARED(detail::GatherLinearShared, s);
   // The table reads no memory. The fused step launches this kernel the serial way, so the wait returns at
   // once; it is there for a programmatic launch. The classifier head that follows may be scheduled beside it
   // (programmatic_launch.cuh).

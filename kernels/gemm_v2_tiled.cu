@@ -3,6 +3,7 @@
 // global memory is used 16 times instead of once. Still one element of C per thread: each multiply-add costs
 // two shared-memory loads, which is what v3 fixes.
 #include "kernels/cuda_check.hpp"
+#include "kernels/device_dialect.cuh"
 #include "kernels/gemm_common.cuh"
 #include "kernels/kernel_launch.cuh"
 
@@ -15,8 +16,9 @@ template <bool kTransA, bool kTransB>
 __global__ void __launch_bounds__(kTile* kTile) gemm_tiled_kernel(GemmProblem p) {
   // tile_a[m][k] and tile_b[k][n]. The +1 pads each row so that the transposed stores below (a warp writing
   // down a column) fall in distinct banks.
-  __shared__ float tile_a[kTile][kTile + 1];
-  __shared__ float tile_b[kTile][kTile + 1];
+  using Tile = float[kTile][kTile + 1];
+  MNISTDP_SHARED(Tile, tile_a);
+  MNISTDP_SHARED(Tile, tile_b);
 
   const float* __restrict__ a = p.a;  // op(A): [m, k]
   const float* __restrict__ b = p.b;  // op(B): [k, n]

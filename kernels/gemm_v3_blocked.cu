@@ -4,6 +4,7 @@
 // x 4 elements are strided by 16 (rows ty, ty + 16, ...; columns tx, tx + 16, ...), so that a warp's
 // shared-memory reads are conflict-free and its stores to C coalesce.
 #include "kernels/cuda_check.hpp"
+#include "kernels/device_dialect.cuh"
 #include "kernels/gemm_common.cuh"
 #include "kernels/kernel_launch.cuh"
 
@@ -27,8 +28,10 @@ static_assert(kBlockM * kBlockK % kThreads == 0 && kBlockN * kBlockK % kThreads 
 
 template <bool kTransA, bool kTransB>
 __global__ void __launch_bounds__(kThreads) gemm_blocked_kernel(GemmProblem p) {
-  __shared__ float tile_a[kBlockK][kBlockM + kPad];  // op(A) tile, [k][m]
-  __shared__ float tile_b[kBlockK][kBlockN + kPad];  // op(B) tile, [k][n]
+  using TileA = float[kBlockK][kBlockM + kPad];
+  using TileB = float[kBlockK][kBlockN + kPad];
+  MNISTDP_SHARED(TileA, tile_a);  // op(A) tile, [k][m]
+  MNISTDP_SHARED(TileB, tile_b);  // op(B) tile, [k][n]
 
   const float* __restrict__ a = p.a;  // op(A): [m, k]
   const float* __restrict__ b = p.b;  // op(B): [k, n]

@@ -5,6 +5,7 @@
 // 49. Each element is summed by one thread, k ascending, as in every other version: the same bits. The
 // tiling, the staging of B and the sum are gemm_slab.cuh's, shared with the fused step's first kernel.
 #include "kernels/cuda_check.hpp"
+#include "kernels/device_dialect.cuh"
 #include "kernels/gemm_common.cuh"
 #include "kernels/gemm_slab.cuh"
 #include "kernels/kernel_launch.cuh"
@@ -16,7 +17,7 @@ using namespace detail::slab;
 
 template <bool kTransA, bool kTransB>
 __global__ void __launch_bounds__(kThreads) gemm_slab_kernel(GemmProblem p) {
-  __shared__ Slabs s;
+  MNISTDP_SHARED(Slabs, s);
   const float* __restrict__ a = p.a;  // op(A): [m, k]
   const int tid = static_cast<int>(threadIdx.x);
   const int row0 = static_cast<int>(blockIdx.y) * kTileM;

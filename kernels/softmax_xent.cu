@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "kernels/cuda_check.hpp"
+#include "kernels/device_dialect.cuh"
 #include "kernels/kernel_launch.cuh"
 #include "kernels/softmax_xent_cuda.hpp"
 #include "kernels/softmax_xent_row.cuh"
@@ -22,7 +23,8 @@ __global__ void __launch_bounds__(kThreads)
                         float* __restrict__ dlogits,              // [batch, classes] or nullptr
                         float* __restrict__ loss_sum,             // [1]
                         int batch, int classes, float grad_scale) {
-  __shared__ float warp_losses[kLossWarps];
+  using WarpLosses = float[kLossWarps];
+  MNISTDP_SHARED(WarpLosses, warp_losses);
   const int warp = threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
 

@@ -111,6 +111,17 @@ class SplitMix {
 
 enum class Wait { none, barrier, shuffle, grid };
 
+// A block's storage of one shared variable, exactly its size.
+struct AlignedDelete {
+  std::size_t alignment;
+  void operator()(std::byte* p) const noexcept { ::operator delete (p, std::align_val_t{alignment}); }
+};
+using SharedBytes = std::unique_ptr<std::byte, AlignedDelete>;
+struct SharedVariable {
+  const void* tag = nullptr;
+  SharedBytes data{nullptr, AlignedDelete{16}};
+};
+
 // Where a thread is: what the built-in variables hold while it runs.
 struct ThreadContext {
   uint3 thread_idx;
@@ -214,6 +225,20 @@ class Block {
     }
     fault_.clear();
     from_ = kScheduler;
+    shared_variables_.clear();
+  }
+
+  void* shared_variable(const void* tag, std::size_t bytes, std::size_t alignment) {
+    for (const SharedVariable& v : shared_variables_)
+      if (v.tag == tag) return v.data.get();
+    const std::size_t align = std::max<std::size_t>(alignment, 16);
+    SharedVariable v;
+    v.tag = tag;
+    v.data = SharedBytes(static_cast<std::byte*>(::operator new (bytes, std::align_val_t{align})),
+                         AlignedDelete{align});
+    std::memset(v.data.get(), 0xFF, bytes);  // NaN: a read nobody wrote shows
+    shared_variables_.push_back(std::move(v));
+    return shared_variables_.back().data.get();
   }
 
   // After a fault: threads still suspended are unwound by their fibers' destructors, on this OS thread.
@@ -495,6 +520,7 @@ class Block {
   int from_ = kScheduler;                  // the context that made the last switch
   std::array<NamedBarrier, 16> barriers_;  // 0 is __syncthreads(); bar.sync takes ids 0 to 15
   std::vector<float4> dynamic_shared_;     // float4: 16-byte aligned, as dynamic shared memory is
+  std::vector<SharedVariable> shared_variables_;
   std::string fault_;
 };
 
@@ -533,6 +559,10 @@ std::uint64_t shuffle_xor(unsigned mask, std::uint64_t value, int lane_mask, int
 
 void grid_sync() {
   block_of_caller("grid.sync()").grid_sync();
+}
+
+void* shared_variable_storage(const void* tag, std::size_t bytes, std::size_t alignment) {
+  return block_of_caller("__shared__").shared_variable(tag, bytes, alignment);
 }
 
 void* dynamic_shared_memory() {

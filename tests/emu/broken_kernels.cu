@@ -22,6 +22,23 @@ __global__ void block_sum_kernel(const float* __restrict__ in,  // [blockDim.x]
   }
 }
 
+// The same with a static shared array, of a fixed 128 threads: the block after sees none of its values.
+constexpr int kStaticThreads = 128;
+
+__global__ void static_block_sum_kernel(const float* __restrict__ in,  // [gridDim.x, 128]
+                                        float* __restrict__ out) {     // [gridDim.x]
+  using Partial = float[kStaticThreads];
+  MNISTDP_SHARED(Partial, partial);
+  const float* block_in = in + blockIdx.x * kStaticThreads;
+  partial[threadIdx.x] = block_in[threadIdx.x];
+  if (threadIdx.x == 0) {
+    float sum = 0.0f;
+    for (int i = 0; i < kStaticThreads; ++i)
+      sum += partial[i];
+    out[blockIdx.x] = sum;
+  }
+}
+
 __global__ void fill_kernel(float* __restrict__ p,  // [n]
                             int n, float value) {
   const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
@@ -69,6 +86,11 @@ void block_sum(const float* in, float* out, int threads, bool barrier, cudaStrea
     cuda::detail::launch<block_sum_kernel<true>>(1, threads, shared, stream, in, out);
   else
     cuda::detail::launch<block_sum_kernel<false>>(1, threads, shared, stream, in, out);
+}
+
+void static_block_sum_without_barrier(const float* in, float* out, int blocks, cudaStream_t stream) {
+  cuda::detail::launch<static_block_sum_kernel>(static_cast<unsigned>(blocks), kStaticThreads, 0, stream, in,
+                                                out);
 }
 
 void fill(float* p, int n, float value, cudaStream_t stream) {

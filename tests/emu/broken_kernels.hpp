@@ -9,6 +9,10 @@ namespace mnistdp::emu_test {
 // `barrier`, after a __syncthreads(); without, thread 0 may read slots not yet written.
 void block_sum(const float* in, float* out, int threads, bool barrier, cudaStream_t stream);
 
+// out[b] = the sum of in[b * 128 .. (b + 1) * 128) for each of `blocks` blocks of 128 threads, from a static
+// shared array with no barrier before thread 0 reads it.
+void static_block_sum_without_barrier(const float* in, float* out, int blocks, cudaStream_t stream);
+
 // p[0 .. n) = value.
 void fill(float* p, int n, float value, cudaStream_t stream);
 

@@ -58,6 +58,19 @@ TEST_CASE("a missing __syncthreads() before reading shared memory changes the re
   CHECK(std::isnan(to_host(out)[0]));
 }
 
+TEST_CASE("static shared memory starts as NaN in every block, so a read nobody wrote shows", "[emu]") {
+  // Blocks run one after another on the same OS thread: were the array kept from the block before, its
+  // values (all finite) would hide the missing barrier from every block but the first.
+  const int blocks = 4;
+  const auto in = to_device(std::vector<float>(blocks * 128, 1.0f));
+  DeviceBuffer<float> out(blocks);
+  Stream s;
+  emu_test::static_block_sum_without_barrier(in.data(), out.data(), blocks, s.get());
+  s.synchronize();
+  const std::vector<float> sums = to_host(out);
+  CHECK(std::all_of(sums.begin(), sums.end(), [](float v) { return std::isnan(v); }));
+}
+
 TEST_CASE("a missing cudaStreamWaitEvent between two streams changes the result", "[emu]") {
   const int n = 300;
   Stream producer, consumer;

@@ -2,6 +2,7 @@
 // What the device dialect (dialect.hpp) calls into: where the running emulated thread is, and the builtins
 // that synchronise threads (emu/src/block.cpp). Each checks its use as the hardware requires it and stops the
 // kernel with a message naming the kernel, the block and the thread when the use is wrong.
+#include <cstddef>
 #include <cstdint>
 
 #include "emu/types.hpp"
@@ -21,6 +22,14 @@ void named_barrier(int id, int threads);
 std::uint64_t shuffle_xor(unsigned mask, std::uint64_t value, int lane_mask, int width);
 void grid_sync();
 void* dynamic_shared_memory();
+// The running block's storage of the shared variable declared at `tag` (one per declaration): allocated,
+// exactly `bytes` long and filled with NaN, by the first of the block's threads to reach the declaration.
+void* shared_variable_storage(const void* tag, std::size_t bytes, std::size_t alignment);
+
+template <typename T>
+T& shared_variable(const void* tag) {
+  return *static_cast<T*>(shared_variable_storage(tag, sizeof(T), alignof(T)));
+}
 void programmatic_wait();
 void programmatic_trigger();
 long long clock_ticks();
