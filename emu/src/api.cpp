@@ -216,6 +216,7 @@ const char* cudaGetErrorName(cudaError_t error) {
     MNISTDP_EMU_NAME(cudaErrorNotSupported)
     MNISTDP_EMU_NAME(cudaErrorStreamCaptureUnsupported)
     MNISTDP_EMU_NAME(cudaErrorStreamCaptureInvalidated)
+    MNISTDP_EMU_NAME(cudaErrorStreamCaptureIsolation)
     MNISTDP_EMU_NAME(cudaErrorStreamCaptureImplicit)
     MNISTDP_EMU_NAME(cudaErrorStreamCaptureWrongThread)
     MNISTDP_EMU_NAME(cudaErrorUnknown)
@@ -538,6 +539,11 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
     if (captured_in == s) return cudaSuccess;  // already in the stream's order
     return invalid(cudaErrorStreamCaptureUnsupported,
                    "joining another stream to a capture through an event is not emulated");
+  }
+  if (s->capture) {
+    // A graph cannot wait for work outside it: the runtime refuses this as a violation of the capture's
+    // isolation.
+    return invalid(cudaErrorStreamCaptureIsolation, "a capture waits for an event recorded outside it");
   }
   if (recorded == 0) return cudaSuccess;  // never recorded: nothing to wait for
   Op op;

@@ -211,8 +211,14 @@ class Block {
       start_order_[static_cast<std::size_t>(i)] = i;
     shuffle(start_order_);
     if (spec.shared_bytes > 0) {
-      dynamic_shared_.resize((spec.shared_bytes + sizeof(float4) - 1) / sizeof(float4));
-      std::memset(dynamic_shared_.data(), 0xFF, spec.shared_bytes);  // NaN: a read nobody wrote shows
+      // Exactly the launch's bytes, 16-byte aligned as on a GPU, so that AddressSanitizer sees a read past
+      // them.
+      dynamic_shared_ =
+          SharedBytes(static_cast<std::byte*>(::operator new (spec.shared_bytes, std::align_val_t{16})),
+                      AlignedDelete{16});
+      std::memset(dynamic_shared_.get(), 0xFF, spec.shared_bytes);  // NaN: a read nobody wrote shows
+    } else {
+      dynamic_shared_.reset();
     }
     next_start_ = 0;
     current_ = -1;
@@ -355,7 +361,7 @@ class Block {
     suspend();
   }
 
-  void* dynamic_shared() { return dynamic_shared_.data(); }
+  void* dynamic_shared() { return dynamic_shared_.get(); }
 
  private:
   static std::string hex(unsigned v) {
@@ -519,7 +525,7 @@ class Block {
   ctx::fiber scheduler_;                   // the scheduler's continuation while a thread runs
   int from_ = kScheduler;                  // the context that made the last switch
   std::array<NamedBarrier, 16> barriers_;  // 0 is __syncthreads(); bar.sync takes ids 0 to 15
-  std::vector<float4> dynamic_shared_;     // float4: 16-byte aligned, as dynamic shared memory is
+  SharedBytes dynamic_shared_{nullptr, AlignedDelete{16}};
   std::vector<SharedVariable> shared_variables_;
   std::string fault_;
 };

@@ -22,6 +22,7 @@ enum cudaError {
   cudaErrorNotSupported = 801,
   cudaErrorStreamCaptureUnsupported = 900,
   cudaErrorStreamCaptureInvalidated = 901,
+  cudaErrorStreamCaptureIsolation = 905,
   cudaErrorStreamCaptureImplicit = 906,
   cudaErrorStreamCaptureWrongThread = 908,
   cudaErrorUnknown = 999,
