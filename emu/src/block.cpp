@@ -140,10 +140,8 @@ void enter(const ThreadContext& c) {
 struct Thread {
   ThreadContext context{};
   unsigned linear = 0;
-  bool started = false;
   bool done = false;
   Wait wait = Wait::none;
-  int barrier = 0;
   ctx::fiber suspended;  // the fiber holding this thread while it waits
 };
 
@@ -196,10 +194,8 @@ class Block {
       t.context.block_idx = index;
       t.context.block_dim = spec.block;
       t.context.grid_dim = spec.grid;
-      t.started = false;
       t.done = false;
       t.wait = Wait::none;
-      t.barrier = 0;
     }
     warps_.assign(static_cast<std::size_t>((count_ + 31) / 32), Warp{});
     for (std::size_t w = 0; w < warps_.size(); ++w) {
@@ -299,7 +295,6 @@ class Block {
       fail_at(current_, "reached __syncthreads() after " + std::to_string(done_) +
                             " threads of the block exited: every thread must reach it");
     t.wait = Wait::barrier;
-    t.barrier = id;
     b.waiting.push_back(current_);
     if (static_cast<int>(b.waiting.size()) == b.expected) {
       release(b.waiting);
@@ -397,11 +392,9 @@ class Block {
 
   std::string describe_waits() const {
     std::string out;
-    int at_barrier = 0;
     for (std::size_t id = 0; id < barriers_.size(); ++id) {
       const NamedBarrier& b = barriers_[id];
       if (b.waiting.empty()) continue;
-      at_barrier += static_cast<int>(b.waiting.size());
       out += std::to_string(b.waiting.size()) + " of " + std::to_string(b.expected) + " threads wait at " +
              (id == 0 ? std::string("__syncthreads()") : "named barrier " + std::to_string(id)) + "; ";
     }
@@ -413,7 +406,6 @@ class Block {
       }
     }
     out += std::to_string(done_) + " threads exited";
-    static_cast<void>(at_barrier);
     return out;
   }
 
@@ -472,7 +464,6 @@ class Block {
           Thread& th = threads_[static_cast<std::size_t>(t)];
           current_ = t;
           enter(th.context);
-          th.started = true;
           (*body_)();
           exit_thread(t);
         }

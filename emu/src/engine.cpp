@@ -229,7 +229,6 @@ void Engine::run() {
     CUstream_st* pick = *std::max_element(candidates.begin(), candidates.end(), [&](auto* a, auto* b) {
       return latest ? a->queue.front().id < b->queue.front().id : a->queue.front().id > b->queue.front().id;
     });
-    ++picks_;
     Op op = std::move(pick->queue.front());
     pick->queue.pop_front();
     std::vector<std::pair<CUstream_st*, std::uint64_t>> finished{{pick, op.seq}};

@@ -155,7 +155,6 @@ class Engine {
   std::uint64_t next_id_ = 0;
   std::uint64_t released_upto_ = 0;
   int waiting_hosts_ = 0;
-  std::uint64_t picks_ = 0;
   bool stopping_ = false;
   std::vector<std::pair<cudaError_t, std::unique_ptr<std::string>>> details_;
   std::thread thread_;

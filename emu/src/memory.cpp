@@ -128,13 +128,11 @@ cudaError_t release(void* ptr, bool pinned) {
   }
   // cudaFree waits for the device's work, as the runtime does: a kernel still to run may use the memory.
   if (!pinned) {
-    CUstream_st* s = e.devices[static_cast<std::size_t>(a.device)].legacy.get();
     std::vector<CUstream_st*> streams;
     {
       std::lock_guard lock(e.mutex);
       streams = e.devices[static_cast<std::size_t>(a.device)].streams;
     }
-    static_cast<void>(s);
     for (CUstream_st* st : streams)
       e.wait_stream(st);
   }
