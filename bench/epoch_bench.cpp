@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <iterator>
@@ -19,6 +20,8 @@
 #include "host/init.hpp"
 #include "host/params.hpp"
 #include "host/trainer.hpp"
+#include "kernels/cuda_check.hpp"
+#include "kernels/cuda_memory.hpp"
 
 namespace mnistdp::bench {
 namespace {
@@ -29,7 +32,7 @@ constexpr const char* kProgram = "mnist-dp-bench --epoch";
 // keep every capture out of the timed ones.
 constexpr int kWarmUpEpochs = 2;
 // The trainer makes each epoch's order during the epoch before, while the device finishes that epoch's
-// steps. One untimed epoch after the timed ones makes every timed epoch contain one shuffle and upload.
+// steps. One untimed epoch after the timed ones makes every timed epoch contain the making of one order.
 constexpr int kCoolDownEpochs = 1;
 using L = ParamLayout;
 
@@ -102,6 +105,45 @@ void run_round(Variant& v, const DataSplits& data, const EpochBenchOptions& o, G
   cuda.store_parameters(v.params);
 }
 
+// The start of an epoch, the two ways a replica has been given its order: the host's shuffle and its copy
+// through pinned memory (set_epoch_order, the trainer's way before a replica made its own order), and the
+// replica's own sort on the device (make_epoch_order). Host time until the call returns; and the time until
+// the order is in place on the device, between events recorded on the replica's stream, idle before, around
+// the call.
+struct EpochStart {
+  const char* way;
+  std::vector<double> host_us{};
+  std::vector<double> ready_us{};
+};
+
+std::vector<EpochStart> time_epoch_start(const DataSplits& data, int device, int repeats) {
+  using Clock = std::chrono::steady_clock;
+  CudaReplica replica(data, device, CudaStepOptions{});
+  std::vector<EpochStart> ways = {{"host shuffle + copy"}, {"device sort"}};
+  std::vector<std::int32_t> order(static_cast<std::size_t>(data.train.count));
+  Event start, end;
+  for (int r = -1; r < repeats; ++r) {  // r = -1: untimed, the first of each way
+    for (std::size_t w = 0; w < ways.size(); ++w) {
+      CUDA_CHECK(cudaStreamSynchronize(replica.stream()));
+      const auto t0 = Clock::now();
+      start.record(replica.stream());
+      if (w == 0) {
+        epoch_order(order, 1, r + 1);
+        replica.set_epoch_order(order);
+      } else {
+        replica.make_epoch_order(1, r + 1);
+      }
+      end.record(replica.stream());
+      const double host_us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+      end.synchronize();
+      if (r < 0) continue;
+      ways[w].host_us.push_back(host_us);
+      ways[w].ready_us.push_back(1e3 * static_cast<double>(end.elapsed_ms_since(start)));
+    }
+  }
+  return ways;
+}
+
 }  // namespace
 
 int run_epoch_bench(const EpochBenchOptions& o) {
@@ -126,8 +168,8 @@ int run_epoch_bench(const EpochBenchOptions& o) {
   fmt::print(
       "{} on {} ({} SMs), gemm {}: {} random training rows, batch 64, one replica, NCCL world size 1; "
       "host load {:.2f}\n"
-      "An epoch: every step, and the host's shuffle and upload of the next epoch's order while the device "
-      "runs them, with no host wait inside; {} timed epochs after {} warm-up epochs and before {} more, per "
+      "An epoch: every step, and the sort of the next epoch's order on the device, queued behind them, "
+      "with no host wait inside; {} timed epochs after {} warm-up epochs and before {} more, per "
       "variant and round, {} rounds alternating the variants.\n\n",
       kProgram, dev["name"].get<std::string>(), dev["sm_count"].get<int>(),
       o.tf32 ? o.gemm + " (TF32)" : o.gemm, o.train_rows, load_average(), o.repeats, kWarmUpEpochs,
@@ -208,6 +250,20 @@ int run_epoch_bench(const EpochBenchOptions& o) {
   }
   fmt::print("\nfinal parameters of the variants: {}\n",
              same ? "bit-identical" : "DIFFERENT (a fast path does not compute the plain step)");
+
+  const std::vector<EpochStart> starts = time_epoch_start(data, o.device, o.repeats);
+  fmt::print("\nthe start of an epoch: its order of {} rows, median of {} (p10, p90)\n", o.train_rows,
+             o.repeats);
+  nlohmann::json start_rows = nlohmann::json::array();
+  for (const EpochStart& e : starts) {
+    const Stats host = summarize(e.host_us, 1);
+    const Stats ready = summarize(e.ready_us, 1);
+    fmt::print(
+        "{:<20} host {:>9.1f} us ({:.1f}, {:.1f}), in place on the device after {:>9.1f} us ({:.1f}, "
+        "{:.1f})\n",
+        e.way, host.median, host.p10, host.p90, ready.median, ready.p10, ready.p90);
+    start_rows.push_back({{"way", e.way}, {"host_us", to_json(host)}, {"in_place_us", to_json(ready)}});
+  }
   if (!o.json_path.empty()) {
     write_json(o.json_path, {{"program", kProgram},
                              {"date", utc_now()},
@@ -218,7 +274,8 @@ int run_epoch_bench(const EpochBenchOptions& o) {
                              {"repeats", o.repeats},
                              {"rounds", o.rounds},
                              {"same_parameters", same},
-                             {"variants", rows}});
+                             {"variants", rows},
+                             {"epoch_start", start_rows}});
     fmt::print("wrote {}\n", o.json_path);
   }
   // cuBLAS may choose another algorithm while a stream is captured, and the fused head replaces its fc2

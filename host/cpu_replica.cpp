@@ -5,6 +5,7 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "host/init.hpp"
 #include "host/params.hpp"
 #include "kernels/gather.hpp"
 #include "kernels/linear.hpp"
@@ -59,6 +60,11 @@ void CpuReplica::store_momentum(std::span<float> momentum) {
   check_size(momentum.size(), ParamLayout::kCount, "store_momentum");
   if (!has_momentum_) throw std::logic_error("store_momentum: no momentum buffer yet");
   std::copy(momentum_.begin(), momentum_.end(), momentum.begin());
+}
+
+void CpuReplica::make_epoch_order(std::uint64_t seed, int epoch) {
+  order_.resize(static_cast<std::size_t>(data_.train.count));
+  epoch_order(order_, seed, epoch);
 }
 
 void CpuReplica::set_epoch_order(std::span<const std::int32_t> order) {

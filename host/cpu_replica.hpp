@@ -19,6 +19,7 @@ class CpuReplica final : public Replica {
   void load_momentum(std::span<const float> momentum) override;
   void store_momentum(std::span<float> momentum) override;
   bool has_momentum() const override { return has_momentum_; }
+  void make_epoch_order(std::uint64_t seed, int epoch) override;
   void set_epoch_order(std::span<const std::int32_t> order) override;
   void compute_gradients(int first, int count, int global_batch) override;
   float* gradient_buffer() override { return grads_.data(); }

@@ -7,10 +7,12 @@
 #include <stdexcept>
 
 #include "host/fused_kernels.hpp"
+#include "host/init.hpp"
 #include "host/params.hpp"
 #include "kernels/accuracy_cuda.hpp"
 #include "kernels/classifier_head_cuda.hpp"
 #include "kernels/cuda_check.hpp"
+#include "kernels/epoch_order_cuda.hpp"
 #include "kernels/gather_cuda.hpp"
 #include "kernels/loss_watch.hpp"
 #include "kernels/persistent_step_cuda.hpp"
@@ -203,6 +205,11 @@ CudaReplica::CudaReplica(const DataSplits& data, int device, const CudaStepOptio
   std::iota(rows.begin(), rows.end(), 0);
   test_rows_ = upload(rows, s);
   order_ = DeviceBuffer<std::int32_t>(static_cast<std::size_t>(train_count_));
+  order_keys_ = DeviceBuffer<std::uint64_t>(static_cast<std::size_t>(train_count_));
+  // One order made now, so that Thrust's temporaries are allocated here, counted in device_bytes(), and
+  // never during training.
+  cuda::epoch_order(order_.data(), order_keys_.data(), train_count_, epoch_shuffle_seed(0, 0),
+                    thrust_scratch_, s);
   for (std::size_t i = 0; i < order_staging_.size(); ++i) {
     order_staging_[i] = PinnedBuffer<std::int32_t>(static_cast<std::size_t>(train_count_));
     order_copied_[i].emplace(cudaEventDisableTiming);
@@ -219,9 +226,8 @@ CudaReplica::CudaReplica(const DataSplits& data, int device, const CudaStepOptio
   ensure_rows(std::max(kInitialRows, std::min(kEvalChunk, std::max(test_count_, 1))));
   const int chunks = (test_count_ + kEvalChunk - 1) / kEvalChunk;
   eval_loss_ = DeviceBuffer<float>(static_cast<std::size_t>(chunks));
-  eval_correct_ = DeviceBuffer<int>(static_cast<std::size_t>(chunks));
-  host_loss_ = PinnedBuffer<float>(static_cast<std::size_t>(std::max(chunks, 1)));
-  host_correct_ = PinnedBuffer<int>(static_cast<std::size_t>(std::max(chunks, 1)));
+  eval_correct_ = DeviceBuffer<std::uint8_t>(static_cast<std::size_t>(test_count_));
+  host_loss_ = PinnedBuffer<float>(1);
   loss_watch_ = DeviceBuffer<cuda::LossWatch>(1);
   host_watch_ = PinnedBuffer<cuda::LossWatch>(1);
   cuda::start_loss_watch(loss_watch_.data(), 0, s);
@@ -258,9 +264,10 @@ void CudaReplica::ensure_rows(int rows) {
 
 std::size_t CudaReplica::device_bytes() const {
   return train_images_.bytes() + train_labels_.bytes() + test_images_.bytes() + test_labels_.bytes() +
-         test_rows_.bytes() + order_.bytes() + params_.bytes() + grads_.bytes() + momentum_.bytes() +
-         x_.bytes() + y_.bytes() + h_.bytes() + dh_.bytes() + logits_.bytes() + dlogits_.bytes() +
-         cursor_.bytes() + eval_loss_.bytes() + eval_correct_.bytes() + loss_watch_.bytes();
+         test_rows_.bytes() + order_.bytes() + order_keys_.bytes() + thrust_scratch_.bytes() +
+         params_.bytes() + grads_.bytes() + momentum_.bytes() + x_.bytes() + y_.bytes() + h_.bytes() +
+         dh_.bytes() + logits_.bytes() + dlogits_.bytes() + cursor_.bytes() + eval_loss_.bytes() +
+         eval_correct_.bytes() + loss_watch_.bytes();
 }
 
 std::string CudaReplica::description() const {
@@ -352,6 +359,16 @@ void CudaReplica::store_momentum(std::span<float> momentum) {
   synchronize();
 }
 
+void CudaReplica::make_epoch_order(std::uint64_t seed, int epoch) {
+  activate();
+  launch_queued();  // queued steps read the order they were queued with
+  flush_pending();  // a recorded step reads the order it was recorded with
+  // Queued on the stream after the steps already queued, which read the previous order; nothing waits.
+  cuda::epoch_order(order_.data(), order_keys_.data(), train_count_, epoch_shuffle_seed(seed, epoch),
+                    thrust_scratch_, stream_.get());
+  order_set_ = true;
+}
+
 void CudaReplica::set_epoch_order(std::span<const std::int32_t> order) {
   if (order.size() != static_cast<std::size_t>(train_count_)) {
     throw std::invalid_argument(
@@ -427,7 +444,8 @@ void CudaReplica::enqueue_classifier_head(int rows, float grad_scale) {
 }
 
 void CudaReplica::compute_gradients(int first, int count, int global_batch) {
-  if (!order_set_) throw std::logic_error("compute_gradients: set_epoch_order was not called");
+  if (!order_set_)
+    throw std::logic_error("compute_gradients: no epoch order (make_epoch_order or set_epoch_order) yet");
   if (first < 0 || count < 0 || first > train_count_ - count) {
     throw std::out_of_range(fmt::format("compute_gradients: rows [{}, {}) outside the training set of {}",
                                         first, first + count, train_count_));
@@ -795,17 +813,14 @@ EvalResult CudaReplica::evaluate() {
                            y_.data(), rows, L::kInput, s);
     forward(rows);
     cuda::softmax_xent(logits_.data(), y_.data(), nullptr, eval_loss_.data() + c, rows, L::kClasses, 1.0f, s);
-    cuda::count_correct(logits_.data(), y_.data(), eval_correct_.data() + c, rows, L::kClasses, s);
+    cuda::mark_correct(logits_.data(), y_.data(), eval_correct_.data() + first, rows, L::kClasses,
+                       thrust_scratch_, s);
   }
-  CUDA_CHECK(
-      cudaMemcpyAsync(host_loss_.data(), eval_loss_.data(), eval_loss_.bytes(), cudaMemcpyDeviceToHost, s));
-  CUDA_CHECK(cudaMemcpyAsync(host_correct_.data(), eval_correct_.data(), eval_correct_.bytes(),
-                             cudaMemcpyDeviceToHost, s));
-  synchronize();
-  for (int c = 0; c < chunks; ++c) {
-    result.loss_sum += static_cast<double>(host_loss_.data()[c]);
-    result.correct += host_correct_.data()[c];
-  }
+  synchronize();  // a wait like the others: the device's record of the losses is read here too
+  // Two reductions over the whole test set, each returning its value to the host.
+  result.correct =
+      static_cast<long>(cuda::count_marked(eval_correct_.data(), test_count_, thrust_scratch_, s));
+  result.loss_sum = cuda::sum_in_double(eval_loss_.data(), chunks, thrust_scratch_, s);
   return result;
 }
 

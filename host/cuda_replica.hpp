@@ -63,6 +63,7 @@
 #include "kernels/launch_order.hpp"
 #include "kernels/linear_cuda.hpp"
 #include "kernels/loss_watch.hpp"
+#include "kernels/thrust_scratch.hpp"
 #include "mnist_io/dataset.hpp"
 
 namespace mnistdp {
@@ -156,6 +157,7 @@ class CudaReplica final : public Replica {
   void store_momentum(std::span<float> momentum) override;
   bool has_momentum() const override { return has_momentum_; }
 
+  void make_epoch_order(std::uint64_t seed, int epoch) override;
   void set_epoch_order(std::span<const std::int32_t> order) override;
   void compute_gradients(int first, int count, int global_batch) override;
   float* gradient_buffer() override;  // device memory, [ParamLayout::kGradCount]
@@ -312,10 +314,14 @@ class CudaReplica final : public Replica {
   DeviceBuffer<std::int32_t> test_rows_;     // [test_count]: 0, 1, 2, ... (the test set's "order")
   DeviceBuffer<std::int32_t> order_;         // [train_count]: this epoch's permutation
   bool order_set_ = false;
-  // The order's way to order_: page-locked copies, two used in turn. A copy from pinned memory is queued
-  // without waiting (from pageable memory the driver may wait for the stream first), so the next epoch's
-  // order can be queued behind this epoch's steps. A staging buffer is written again only after the copy
-  // that read it, two orders back, has run (order_copied_).
+  // make_epoch_order's: the rows' sort keys, and Thrust's temporaries, allocated by the constructor's first
+  // sort and kept (the evaluation's reductions reuse them).
+  DeviceBuffer<std::uint64_t> order_keys_;  // [train_count]
+  ThrustScratch thrust_scratch_;
+  // set_epoch_order's way to order_: page-locked copies, two used in turn. A copy from pinned memory is
+  // queued without waiting (from pageable memory the driver may wait for the stream first), so the next
+  // epoch's order can be queued behind this epoch's steps. A staging buffer is written again only after the
+  // copy that read it, two orders back, has run (order_copied_).
   std::array<PinnedBuffer<std::int32_t>, 2> order_staging_;  // [train_count] each
   std::array<std::optional<Event>, 2> order_copied_;
   int order_slot_ = 0;  // the staging buffer the next order goes through
@@ -355,10 +361,9 @@ class CudaReplica final : public Replica {
   long persistent_steps_ = 0;
   long persistent_launches_ = 0;
 
-  DeviceBuffer<float> eval_loss_;   // [chunks]: each chunk's loss sum
-  DeviceBuffer<int> eval_correct_;  // [chunks]
-  PinnedBuffer<float> host_loss_;   // [max(1, chunks)]
-  PinnedBuffer<int> host_correct_;  // [chunks]
+  DeviceBuffer<float> eval_loss_;            // [chunks]: each chunk's loss sum
+  DeviceBuffer<std::uint8_t> eval_correct_;  // [test_count]: 1 where the row's argmax is its label
+  PinnedBuffer<float> host_loss_;            // [1]
 
   // The timeline: kMarksPerStep events per traced step, timed against an anchor whose host time is known.
   long trace_remaining_ = 0;

@@ -1,11 +1,13 @@
 #include "host/init.hpp"
 
+#include <algorithm>
 #include <cmath>
-#include <numeric>
 #include <stdexcept>
+#include <vector>
 
 #include "host/params.hpp"
 #include "host/random.hpp"
+#include "kernels/shuffle_keys.hpp"
 
 namespace mnistdp {
 
@@ -40,10 +42,20 @@ void init_parameters(std::span<float> params, std::uint64_t seed) {
   fill_uniform(rng, views.fc2_bias, kOut, kHid);
 }
 
+std::uint64_t epoch_shuffle_seed(std::uint64_t seed, int epoch) {
+  return stream_seed(seed, kShuffleStream, static_cast<std::uint64_t>(epoch));
+}
+
 void epoch_order(std::span<std::int32_t> order, std::uint64_t seed, int epoch) {
-  std::iota(order.begin(), order.end(), 0);
-  Rng rng(stream_seed(seed, kShuffleStream, static_cast<std::uint64_t>(epoch)));
-  rng.shuffle(order);
+  // The device's algorithm (kernels/epoch_order.cu) on the host: the same keys, sorted. The keys are
+  // distinct, so std::sort's order is the device's radix sort's, to the last row.
+  const int count = static_cast<int>(order.size());
+  const ShuffleKey key{epoch_shuffle_seed(seed, epoch), shuffle_row_bits(count)};
+  std::vector<std::uint64_t> keys(order.size());
+  for (std::size_t row = 0; row < keys.size(); ++row)
+    keys[row] = key(row);
+  std::sort(keys.begin(), keys.end());
+  std::transform(keys.begin(), keys.end(), order.begin(), RowOfKey{key.row_bits});
 }
 
 }  // namespace mnistdp

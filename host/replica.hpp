@@ -48,9 +48,13 @@ class Replica {
   virtual void store_momentum(std::span<float> momentum) = 0;
   virtual bool has_momentum() const = 0;
 
-  // The epoch's order of training rows: the same permutation on every replica. It may come while steps of the
-  // previous epoch are still running on a device; those steps read the order they were called with, and the
-  // caller may reuse `order` as soon as this returns.
+  // The epoch's order of training rows, epoch_order(seed, epoch) (host/init.hpp): the same permutation on
+  // every replica, each making it itself (a GPU replica on its device, with nothing copied from the host).
+  // It may come while steps of the previous epoch are still running on a device; those steps read the order
+  // they were called with. The trainer's way.
+  virtual void make_epoch_order(std::uint64_t seed, int epoch) = 0;
+  // Any order of training rows, given by the caller (tests, benchmarks) instead: same rules, and the caller
+  // may reuse `order` as soon as this returns. A GPU replica copies it to the device.
   virtual void set_epoch_order(std::span<const std::int32_t> order) = 0;
 
   // Forward and backward over rows order[first, first + count) of the training set. Gradients are scaled by

@@ -116,7 +116,6 @@ std::vector<std::vector<StepMarks>> Trainer::take_trace() {
 std::vector<EpochReport> Trainer::run(TrainListener& listener) {
   using Clock = std::chrono::steady_clock;
   std::vector<EpochReport> reports;
-  std::vector<std::int32_t> order(static_cast<std::size_t>(train_count_));
   const int steps = steps_per_epoch();
   long total_steps = config_.start_step;
   if (config_.trace_steps > 0)
@@ -125,10 +124,10 @@ std::vector<EpochReport> Trainer::run(TrainListener& listener) {
 
   // A resumed run starts inside the epoch it stopped in; each epoch's order depends only on the seed and the
   // epoch, so the rest of that epoch sees exactly the rows it would have seen.
+  // Every replica makes it itself, a GPU replica on its device.
   auto give_order = [&](int epoch) {
-    epoch_order(order, config_.seed, epoch);
     for (auto& replica : replicas_)
-      replica->set_epoch_order(order);
+      replica->make_epoch_order(config_.seed, epoch);
   };
   auto step_budget_spent = [&] { return config_.max_steps > 0 && total_steps >= config_.max_steps; };
   // max_steps reached at an epoch's end is the run's end: no empty epoch follows. The run's first epoch
@@ -179,9 +178,8 @@ std::vector<EpochReport> Trainer::run(TrainListener& listener) {
       }
       listener.on_step(epoch, i, steps);
     }
-    // The next epoch's order, made while the devices still run this epoch's queued steps: a GPU replica's
-    // upload is queued behind them, so neither the shuffle nor the copy waits, or makes the device wait, at
-    // the epoch boundary.
+    // The next epoch's order, queued while the devices still run this epoch's queued steps: a GPU replica
+    // sorts it on the device behind them, so nothing waits, or makes the device wait, at the epoch boundary.
     const bool next_epoch_starts = report.complete && epoch + 1 < config_.epochs && !step_budget_spent();
     if (next_epoch_starts) give_order(epoch + 1);
     // loss_sum() waits for the replica's device: the epoch ends when every replica has finished its last

@@ -21,6 +21,7 @@ class ForwardingReplica : public Replica {
   void load_momentum(std::span<const float> m) override { inner_->load_momentum(m); }
   void store_momentum(std::span<float> m) override { inner_->store_momentum(m); }
   bool has_momentum() const override { return inner_->has_momentum(); }
+  void make_epoch_order(std::uint64_t seed, int epoch) override { inner_->make_epoch_order(seed, epoch); }
   void set_epoch_order(std::span<const std::int32_t> o) override { inner_->set_epoch_order(o); }
   void compute_gradients(int first, int count, int global_batch) override {
     inner_->compute_gradients(first, count, global_batch);

@@ -154,6 +154,7 @@ cudaError_t copy_on(CUstream_st* s, void* dst, const void* src, std::size_t byte
     op.run = [dst, src, bytes] { std::memmove(dst, src, bytes); };
   }
   if (const cudaError_t e = engine().enqueue(s, std::move(op)); e != cudaSuccess) return record(e);
+  if (d.device >= 0 && sp.device < 0) ++engine().host_to_device_copies;
   const bool pageable_dst = d.device < 0 && !d.pinned;
   if (sync || (pageable_dst && !s->capture)) return wait_and_report(s);
   return cudaSuccess;
@@ -188,6 +189,10 @@ bool known_stream(CUstream_st* s) {
 }
 
 }  // namespace
+
+std::uint64_t mnistdp::emu::host_to_device_copies() {
+  return engine().host_to_device_copies.load();
+}
 
 // ---- errors and versions -------------------------------------------------------------------------------
 
@@ -509,6 +514,18 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   CUstream_st* s = engine().resolve(stream);
   if (engine().unsafe_during_capture()) return record(cudaErrorStreamCaptureUnsupported);
   return wait_and_report(s);
+}
+
+cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* user_data) {
+  if (!fn) return record(cudaErrorInvalidValue);
+  if (engine().devices.empty()) return record(cudaErrorNoDevice);
+  CUstream_st* s = engine().resolve(stream);
+  if (const cudaError_t f = engine().device_fault(s->device); f != cudaSuccess) return record(f);
+  Op op;
+  op.what = "a host function";
+  op.run = [fn, user_data] { fn(user_data); };
+  if (const cudaError_t e = engine().enqueue(s, std::move(op)); e != cudaSuccess) return record(e);
+  return cudaSuccess;
 }
 
 cudaError_t cudaStreamQuery(cudaStream_t stream) {

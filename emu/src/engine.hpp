@@ -5,6 +5,7 @@
 // configured order (the adversarial order runs the latest-enqueued ready operation first, so that a missing
 // dependency between streams shows every time). One engine thread keeps the order reproducible; a
 // cooperative launch runs its blocks on threads of their own.
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -117,6 +118,7 @@ class Engine {
   std::mutex mutex;
   std::condition_variable changed;
   std::vector<Device> devices;
+  std::atomic<std::uint64_t> host_to_device_copies{0};  // mnistdp::emu::host_to_device_copies()
 
   // The stream an API call means: nullptr and cudaStreamLegacy are the current device's legacy stream.
   CUstream_st* resolve(cudaStream_t stream);

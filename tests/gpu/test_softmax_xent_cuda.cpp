@@ -1,9 +1,13 @@
 // Softmax cross-entropy (loss sum and dlogits) and the correct count on the device, against the reference.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
+
 #include "kernels/accuracy_cuda.hpp"
 #include "kernels/softmax_xent.hpp"
 #include "kernels/softmax_xent_cuda.hpp"
+#include "kernels/thrust_scratch.hpp"
 #include "tests/gpu/gpu_test_util.hpp"
 
 using namespace mnistdp;
@@ -48,7 +52,7 @@ TEST_CASE("softmax_xent matches the reference: loss sum and dlogits", "[gpu][sof
   CHECK(std::memcmp(&loss, &loss_again, sizeof(float)) == 0);
 }
 
-TEST_CASE("count_correct matches the reference, ties included", "[gpu][accuracy]") {
+TEST_CASE("mark_correct and count_marked match the reference count, ties included", "[gpu][accuracy]") {
   const int batch = GENERATE(0, 1, 7, 65, 1024, 3000);
   const int classes = GENERATE(1, 10, 33);
   CAPTURE(batch, classes);
@@ -63,9 +67,35 @@ TEST_CASE("count_correct matches the reference, ties included", "[gpu][accuracy]
 
   const auto d_logits = to_device(logits);
   const auto d_labels = to_device(labels);
-  DeviceBuffer<int> d_correct(1);
+  DeviceBuffer<std::uint8_t> d_correct(static_cast<std::size_t>(batch));
   poison(d_correct);
   Stream stream;
-  cuda::count_correct(d_logits.data(), d_labels.data(), d_correct.data(), batch, classes, stream.get());
-  CHECK(to_host(d_correct)[0] == want);
+  ThrustScratch scratch;
+  cuda::mark_correct(d_logits.data(), d_labels.data(), d_correct.data(), batch, classes, scratch,
+                     stream.get());
+  CHECK(cuda::count_marked(d_correct.data(), batch, scratch, stream.get()) == want);
+  // Each row's mark, against the reference's verdict on that row alone.
+  const auto marks = to_host(d_correct);
+  for (int r = 0; r < batch; ++r) {
+    const auto row = static_cast<std::size_t>(r);
+    const int one = ref::count_correct(logits.data() + row * static_cast<std::size_t>(classes),
+                                       labels.data() + row, 1, classes);
+    REQUIRE(marks[row] == one);
+  }
+}
+
+TEST_CASE("sum_in_double adds floats in double", "[gpu][accuracy]") {
+  const int count = GENERATE(0, 1, 10, 1000, 5000);
+  CAPTURE(count);
+  Rng rng(static_cast<std::uint64_t>(count) + 5);
+  const auto values = random_floats(static_cast<std::size_t>(count), rng, 0.0f, 3000.0f);
+  double want = 0.0;
+  for (float v : values)
+    want += static_cast<double>(v);
+  const DeviceBuffer<float> d_values = count > 0 ? to_device(values) : DeviceBuffer<float>();
+  Stream stream;
+  ThrustScratch scratch;
+  // Floats widened exactly and added in double: any order is within a few double roundings of the host's.
+  CHECK(std::fabs(cuda::sum_in_double(d_values.data(), count, scratch, stream.get()) - want) <=
+        1e-12 * std::max(want, 1.0));
 }

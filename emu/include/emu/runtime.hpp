@@ -160,6 +160,8 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream);
 cudaError_t cudaStreamSynchronize(cudaStream_t stream);
 cudaError_t cudaStreamQuery(cudaStream_t stream);
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned flags = 0);
+using cudaHostFn_t = void (*)(void* user_data);
+cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* user_data);
 cudaError_t cudaEventCreate(cudaEvent_t* event);
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned flags);
 cudaError_t cudaEventDestroy(cudaEvent_t event);
@@ -179,6 +181,11 @@ cudaError_t cudaGraphUpload(cudaGraphExec_t exec, cudaStream_t stream);
 cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream);
 
 namespace mnistdp::emu {
+
+// Copies from host to device memory asked for so far, on every device and by every thread (each call of
+// cudaMemcpy, cudaMemcpyAsync or cudaMemcpyPeerAsync that copies host memory into device memory): what a
+// test counts to show that some work needs no upload. Not a CUDA function.
+std::uint64_t host_to_device_copies();
 
 // What a launch configuration asks for, as the emulator's launch takes it.
 inline LaunchSpec spec_from(const cudaLaunchConfig_t& config) {
