@@ -15,6 +15,15 @@ echo "==== test.sh: the CUDA path on emulated devices (preset emu, docs/emulatio
 scripts/build.sh emu
 ctest --preset emu -L emu -j "$(nproc)"
 
+# The CUDA path on emulated devices again, under AddressSanitizer and UBSan (preset emu-asan,
+# docs/emulation.md): out-of-bounds and use-after-free accesses of device and shared memory in every kernel,
+# and the probes that the sanitizer must report. The test preset leaves out the 100-step comparisons of the
+# fast paths, for time; the command line's short run of every path stays.
+echo "==== test.sh: the CUDA path on emulated devices under AddressSanitizer and UBSan (preset emu-asan) ===="
+scripts/build.sh emu-asan
+ASAN_OPTIONS=halt_on_error=1:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+  ctest --preset emu-asan -j "$(nproc)"
+
 # The CPU test suite again, under AddressSanitizer and UBSan (preset debug): any report fails its test. Left
 # out for time, as each takes a minute or more at -O0 under the sanitizers: the finite-difference check of
 # the reference backward pass, the 5-epoch accuracy run and the command-line checkpoint and multi-process

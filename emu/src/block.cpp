@@ -9,6 +9,7 @@
 #include <boost/context/fiber.hpp>
 #include <boost/context/stack_context.hpp>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -20,6 +21,7 @@
 #include "emu/builtins.hpp"
 #include "emu/src/config.hpp"
 #include "emu/src/engine.hpp"
+#include "emu/src/sanitizer.hpp"
 
 namespace mnistdp::emu {
 
@@ -93,6 +95,10 @@ struct PooledStack {
   void deallocate(ctx::stack_context& s) noexcept { StackPool::get().give_back(s); }
 };
 
+sanitizer::StackBounds bounds_of(const ctx::stack_context& s) {
+  return {static_cast<const char*>(s.sp) - s.size, s.size};
+}
+
 // The adversarial order's generator: a splitmix64 stream, cheap enough to shuffle every barrier's threads.
 class SplitMix {
  public:
@@ -109,7 +115,7 @@ class SplitMix {
   std::uint64_t state_;
 };
 
-enum class Wait { none, barrier, shuffle, grid };
+enum class Wait { none, barrier, shuffle, grid, previous_kernel, trigger };
 
 // A block's storage of one shared variable, exactly its size.
 struct AlignedDelete {
@@ -141,9 +147,15 @@ struct Thread {
   ThreadContext context{};
   unsigned linear = 0;
   bool done = false;
+  bool triggered = false;  // called cudaTriggerProgrammaticLaunchCompletion()
   Wait wait = Wait::none;
-  ctx::fiber suspended;  // the fiber holding this thread while it waits
+  ctx::fiber suspended;          // the fiber holding this thread while it waits
+  sanitizer::StackBounds stack;  // that fiber's stack
 };
+
+// Thrown out of a waiting thread's suspend() when its block is abandoned after a fault: it unwinds the
+// thread's frames on its own stack, through the same switches as every other.
+struct Unwind {};
 
 struct NamedBarrier {
   std::vector<int> waiting;
@@ -166,7 +178,9 @@ struct Warp {
 };
 
 std::string dims(uint3 v) {
-  return "(" + std::to_string(v.x) + "," + std::to_string(v.y) + "," + std::to_string(v.z) + ")";
+  char text[48];
+  std::snprintf(text, sizeof text, "(%u,%u,%u)", v.x, v.y, v.z);
+  return text;
 }
 
 class Block;
@@ -177,7 +191,13 @@ class Block {
   // Readies the block for block `index` of a launch; the storage of the block before is reused (a kernel of
   // small blocks runs hundreds of them).
   void start(const LaunchSpec& spec, const std::function<void()>& body, uint3 index, GridBarrier* grid,
-             std::uint64_t seed) {
+             std::uint64_t seed, ProgrammaticLink* link) {
+    link_ = link;
+    triggered_ = 0;
+    block_triggered_ = false;
+    previous_waiting_ = 0;
+    trigger_holding_ = 0;
+    previous_complete_ = link == nullptr || !link->has_previous();
     spec_ = &spec;
     body_ = &body;
     index_ = index;
@@ -195,6 +215,7 @@ class Block {
       t.context.block_dim = spec.block;
       t.context.grid_dim = spec.grid;
       t.done = false;
+      t.triggered = false;
       t.wait = Wait::none;
     }
     warps_.assign(static_cast<std::size_t>((count_ + 31) / 32), Warp{});
@@ -243,11 +264,14 @@ class Block {
     return shared_variables_.back().data.get();
   }
 
-  // After a fault: threads still suspended are unwound by their fibers' destructors, on this OS thread.
+  // After a fault: each thread still suspended is resumed once, to unwind its frames and end its fiber.
   void abandon() {
     tls_block = this;
-    for (Thread& t : threads_)
-      t.suspended = {};
+    unwinding_ = true;
+    for (Thread& t : threads_) {
+      if (t.suspended) arrived(jump({std::move(t.suspended), t.stack}, kScheduler));
+    }
+    unwinding_ = false;
     tls_block = nullptr;
   }
 
@@ -271,6 +295,17 @@ class Block {
           if (t.wait == Wait::grid) waiting.push_back(static_cast<int>(t.linear));
         grid_waiting_ = 0;
         release(waiting);
+      } else if (trigger_holding_ > 0) {
+        // The threads that triggered waited as long as they could; the block triggers later, if ever.
+        release_waiting(Wait::trigger);
+        trigger_holding_ = 0;
+      } else if (previous_waiting_ > 0) {
+        // Nothing can run before the kernel before has completed.
+        if (!link_->wait_for_previous())
+          throw Fault(cudaErrorLaunchFailure, "aborted: another block of the programmatic chain failed");
+        previous_complete_ = true;
+        release_waiting(Wait::previous_kernel);
+        previous_waiting_ = 0;
       } else {
         fail_at(-1, "deadlock: " + describe_waits());
       }
@@ -358,6 +393,40 @@ class Block {
 
   void* dynamic_shared() { return dynamic_shared_.get(); }
 
+  // cudaGridDependencySynchronize(): at once where the kernel before has completed (always, outside a chain
+  // of programmatic launches); otherwise the thread waits until the block can do nothing else.
+  void programmatic_wait() {
+    if (previous_complete_) return;
+    running().wait = Wait::previous_kernel;
+    ++previous_waiting_;
+    suspend();
+  }
+
+  // cudaTriggerProgrammaticLaunchCompletion(). In a chain of programmatic launches the thread then waits, as
+  // long as the rest of its block can run without it, for the block to trigger: so the whole block is held
+  // where it triggered while the next kernel runs up to its wait.
+  void programmatic_trigger() {
+    if (!link_ || !link_->has_next()) return;
+    Thread& t = running();
+    if (t.triggered) return;
+    t.triggered = true;
+    ++triggered_;
+    check_block_triggered();
+    if (block_triggered_) return;
+    t.wait = Wait::trigger;
+    ++trigger_holding_;
+    suspend();
+  }
+
+  // "emulated CUDA: kernel K, block (x,y,z)[, thread (x,y,z)]"; the thread when one is given (>= 0).
+  std::string where(int thread) const {
+    std::string out = "emulated CUDA: kernel " + std::string(spec_->name) + ", block " + dims(index_);
+    if (thread >= 0) out += ", thread " + dims(threads_[static_cast<std::size_t>(thread)].context.thread_idx);
+    return out;
+  }
+
+  int running_thread() const { return current_; }
+
  private:
   static std::string hex(unsigned v) {
     char text[16];
@@ -382,10 +451,7 @@ class Block {
   }
 
   [[noreturn]] void fail_at(int thread, const std::string& what) {
-    std::string where = "emulated CUDA: kernel " + std::string(spec_->name) + ", block " + dims(index_);
-    if (thread >= 0)
-      where += ", thread " + dims(threads_[static_cast<std::size_t>(thread)].context.thread_idx);
-    fault_ = where + ": " + what;
+    fault_ = where(thread) + ": " + what;
     if (grid_) grid_->abort();
     throw Fault(cudaErrorLaunchFailure, fault_);
   }
@@ -415,9 +481,24 @@ class Block {
   // context: the waiting thread's, or the scheduler's.
   static constexpr int kScheduler = -1;
 
-  ctx::fiber jump(ctx::fiber&& target, int from) {
+  struct Next {
+    ctx::fiber fiber;
+    sanitizer::StackBounds stack;
+  };
+
+  ctx::fiber jump(Next&& target, int from) {
     from_ = from;
-    return std::move(target).resume();
+    void* fake_stack = nullptr;
+    sanitizer::start_stack_switch(&fake_stack, target.stack);
+    ctx::fiber left = std::move(target.fiber).resume();
+    landed(fake_stack);
+    return left;
+  }
+
+  // First thing after a switch, on the stack switched to.
+  void landed(void* fake_stack) {
+    const sanitizer::StackBounds left = sanitizer::finish_stack_switch(fake_stack);
+    if (from_ == kScheduler) scheduler_stack_ = left;
   }
 
   void arrived(ctx::fiber&& left) {
@@ -430,16 +511,18 @@ class Block {
 
   // What runs next: a released thread (made current here), a new fiber for the threads not yet started, or,
   // with neither or after a fault, the scheduler.
-  ctx::fiber take_next() {
-    if (fault_.empty() && !runnable_.empty()) {
+  Next take_next() {
+    const bool going_on = fault_.empty() && !unwinding_;
+    if (going_on && !runnable_.empty()) {
       const int t = runnable_.front();
       runnable_.pop_front();
       current_ = t;
-      enter(threads_[static_cast<std::size_t>(t)].context);
-      return std::move(threads_[static_cast<std::size_t>(t)].suspended);
+      Thread& th = threads_[static_cast<std::size_t>(t)];
+      enter(th.context);
+      return {std::move(th.suspended), th.stack};
     }
-    if (fault_.empty() && next_start_ < count_) return new_fiber();
-    return std::move(scheduler_);
+    if (going_on && next_start_ < count_) return new_fiber();
+    return {std::move(scheduler_), scheduler_stack_};
   }
 
   // The running thread waits until it is released.
@@ -451,41 +534,74 @@ class Block {
       return;
     }
     arrived(jump(take_next(), self));
-    // Resumed by whoever released it, which made it current.
+    // Resumed by whoever released it, which made it current; or by abandon(), to unwind.
+    if (unwinding_) throw Unwind{};
   }
 
   // A fiber that starts threads, one after another, until one of them waits or none is left to start.
-  ctx::fiber new_fiber() {
-    return ctx::fiber(std::allocator_arg, PooledStack{}, [this](ctx::fiber&& left) {
-      arrived(std::move(left));
-      try {
-        while (next_start_ < count_ && fault_.empty()) {
-          const int t = start_order_[static_cast<std::size_t>(next_start_++)];
-          Thread& th = threads_[static_cast<std::size_t>(t)];
-          current_ = t;
-          enter(th.context);
-          (*body_)();
-          exit_thread(t);
-        }
-      } catch (const ctx::detail::forced_unwind&) {
-        throw;
-      } catch (const Fault&) {
-        // fault_ holds the message; the scheduler throws it.
-      } catch (const std::exception& e) {
-        fault_ = "emulated CUDA: kernel " + std::string(spec_->name) + ", block " + dims(index_) +
-                 ": a thread's code threw: " + e.what();
-      }
-      from_ = kFinished;
-      return take_next();
-    });
+  Next new_fiber() {
+    const ctx::stack_context stack = StackPool::get().take();
+    const sanitizer::StackBounds bounds = bounds_of(stack);
+    ctx::fiber fiber(std::allocator_arg, ctx::preallocated(stack.sp, stack.size, stack), PooledStack{},
+                     [this, bounds](ctx::fiber&& left) {
+                       landed(nullptr);
+                       arrived(std::move(left));
+                       try {
+                         while (next_start_ < count_ && fault_.empty()) {
+                           const int t = start_order_[static_cast<std::size_t>(next_start_++)];
+                           Thread& th = threads_[static_cast<std::size_t>(t)];
+                           th.stack = bounds;
+                           current_ = t;
+                           enter(th.context);
+                           (*body_)();
+                           exit_thread(t);
+                         }
+                       } catch (const Unwind&) {
+                         // abandon() is unwinding this thread; the fault is already recorded.
+                       } catch (const Fault&) {
+                         // fault_ holds the message; the scheduler throws it.
+                       } catch (const std::exception& e) {
+                         fault_ = "emulated CUDA: kernel " + std::string(spec_->name) + ", block " +
+                                  dims(index_) + ": a thread's code threw: " + e.what();
+                       }
+                       from_ = kFinished;
+                       Next next = take_next();
+                       sanitizer::start_stack_switch(nullptr, next.stack);  // this fiber ends
+                       return std::move(next.fiber);
+                     });
+    return {std::move(fiber), bounds};
   }
 
   static constexpr int kFinished = -2;
+
+  // The block has triggered once each thread has triggered or exited; it is then held (this OS thread
+  // blocks, in the thread that completed the trigger) while the next kernel runs up to its wait, unless no
+  // thread is left to run.
+  void check_block_triggered() {
+    if (block_triggered_ || !link_ || !link_->has_next()) return;
+    int untriggered_exits = 0;
+    for (const Thread& t : threads_)
+      untriggered_exits += t.done && !t.triggered ? 1 : 0;
+    if (triggered_ + untriggered_exits < count_ || done_ == count_) return;
+    block_triggered_ = true;
+    if (!link_->block_triggered())
+      fail_at(current_, "aborted: another block of the programmatic chain failed");
+    release_waiting(Wait::trigger);
+    trigger_holding_ = 0;
+  }
+
+  void release_waiting(Wait what) {
+    std::vector<int> waiting;
+    for (Thread& t : threads_)
+      if (t.wait == what) waiting.push_back(static_cast<int>(t.linear));
+    release(waiting);
+  }
 
   void exit_thread(int t) {
     Thread& th = threads_[static_cast<std::size_t>(t)];
     th.done = true;
     ++done_;
+    if (!th.triggered && triggered_ > 0) check_block_triggered();
     if (!barriers_[0].waiting.empty())
       fail_at(t, "exited while " + std::to_string(barriers_[0].waiting.size()) +
                      " threads of its block wait at __syncthreads(): every thread must reach it");
@@ -502,6 +618,12 @@ class Block {
   const std::function<void()>* body_ = nullptr;
   uint3 index_{};
   GridBarrier* grid_ = nullptr;
+  ProgrammaticLink* link_ = nullptr;
+  int triggered_ = 0;              // threads that have triggered
+  bool block_triggered_ = false;   // the block as a whole
+  int previous_waiting_ = 0;       // threads in cudaGridDependencySynchronize()
+  int trigger_holding_ = 0;        // threads held after their trigger until the block triggers
+  bool previous_complete_ = true;  // the kernel before has completed: the wait returns at once
   SplitMix rng_{0};
   int count_ = 0;
   std::vector<Thread> threads_;
@@ -512,10 +634,12 @@ class Block {
   int done_ = 0;
   int grid_waiting_ = 0;
   std::deque<int> runnable_;
-  std::vector<int> lanes_;                 // scratch: the lanes a collective releases
-  ctx::fiber scheduler_;                   // the scheduler's continuation while a thread runs
-  int from_ = kScheduler;                  // the context that made the last switch
-  std::array<NamedBarrier, 16> barriers_;  // 0 is __syncthreads(); bar.sync takes ids 0 to 15
+  std::vector<int> lanes_;                  // scratch: the lanes a collective releases
+  ctx::fiber scheduler_;                    // the scheduler's continuation while a thread runs
+  sanitizer::StackBounds scheduler_stack_;  // the OS thread's own stack, where the scheduler runs
+  bool unwinding_ = false;                  // abandon() is unwinding the suspended threads
+  int from_ = kScheduler;                   // the context that made the last switch
+  std::array<NamedBarrier, 16> barriers_;   // 0 is __syncthreads(); bar.sync takes ids 0 to 15
   SharedBytes dynamic_shared_{nullptr, AlignedDelete{16}};
   std::vector<SharedVariable> shared_variables_;
   std::string fault_;
@@ -528,10 +652,19 @@ Block& block_of_caller(const char* builtin) {
 
 }  // namespace
 
+// After a sanitizer's report: which emulated thread made the access it reports.
+void name_the_reporting_thread() {
+  if (tls_block)
+    std::fprintf(stderr, "%s: the sanitizer's report above was made by this emulated thread\n",
+                 tls_block->where(tls_block->running_thread()).c_str());
+}
+
 void run_block(const LaunchSpec& spec, const std::function<void()>& body, uint3 index, GridBarrier* grid,
-               std::uint64_t seed) {
+               std::uint64_t seed, ProgrammaticLink* link) {
+  static const bool reports_named = (sanitizer::after_report(name_the_reporting_thread), true);
+  static_cast<void>(reports_named);
   thread_local Block block;
-  block.start(spec, body, index, grid, seed);
+  block.start(spec, body, index, grid, seed, link);
   try {
     block.run();
   } catch (...) {
@@ -566,10 +699,13 @@ void* dynamic_shared_memory() {
   return block_of_caller("extern __shared__").dynamic_shared();
 }
 
-// The dependent kernel of a programmatic launch starts after its primary has finished here, so the wait
-// returns at once and the trigger has nothing to release.
-void programmatic_wait() {}
-void programmatic_trigger() {}
+void programmatic_wait() {
+  block_of_caller("cudaGridDependencySynchronize()").programmatic_wait();
+}
+
+void programmatic_trigger() {
+  block_of_caller("cudaTriggerProgrammaticLaunchCompletion()").programmatic_trigger();
+}
 
 long long clock_ticks() {
   return std::chrono::steady_clock::now().time_since_epoch().count();

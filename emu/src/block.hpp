@@ -30,11 +30,31 @@ class GridBarrier {
   bool aborted_ = false;
 };
 
+// A block's part in a chain of programmatic launches (launch.cpp, MNISTDP_EMU_PDL=overlap): the kernel before
+// it in the chain, and the kernel after. Both calls block the calling OS thread, and with it the whole block.
+class ProgrammaticLink {
+ public:
+  virtual ~ProgrammaticLink() = default;
+  // Whether a kernel before this one is still part of the chain (so that cudaGridDependencySynchronize()
+  // must wait for it).
+  virtual bool has_previous() const = 0;
+  // Whether a kernel after this one is part of the chain (so that a trigger may hold the block).
+  virtual bool has_next() const = 0;
+  // Every thread of the block has called cudaTriggerProgrammaticLaunchCompletion() or exited, and some
+  // have still to run: returns once the next kernel's blocks have each run up to their wait. False when
+  // the chain was aborted by a fault elsewhere.
+  virtual bool block_triggered() = 0;
+  // Threads of the block wait in cudaGridDependencySynchronize() and none of the others can run: returns
+  // once the kernel before has completed. False when the chain was aborted.
+  virtual bool wait_for_previous() = 0;
+};
+
 // Runs block `block` of the launch on the calling OS thread. `grid` is the launch's grid barrier (nullptr
 // unless the launch is cooperative). Throws Fault (engine.hpp) naming the kernel, the block and the thread
 // when the kernel misuses a barrier or a collective, deadlocks, or a thread's code throws. `seed` varies the
-// adversarial order between launches and blocks.
+// adversarial order between launches and blocks. `link` is the block's part in a chain of programmatic
+// launches, or nullptr.
 void run_block(const LaunchSpec& spec, const std::function<void()>& body, uint3 block, GridBarrier* grid,
-               std::uint64_t seed);
+               std::uint64_t seed, ProgrammaticLink* link = nullptr);
 
 }  // namespace mnistdp::emu

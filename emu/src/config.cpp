@@ -35,6 +35,12 @@ Config read_config() {
       throw std::runtime_error("MNISTDP_EMU_ORDER='" + o + "' is neither 'adversarial' nor 'in-order'");
     }
   }
+  if (const char* pdl = std::getenv("MNISTDP_EMU_PDL"); pdl && *pdl) {
+    const std::string p = pdl;
+    if (p != "overlap" && p != "serial")
+      throw std::runtime_error("MNISTDP_EMU_PDL='" + p + "' is neither 'overlap' nor 'serial'");
+    c.programmatic_overlap = p == "overlap";
+  }
   return c;
 }
 

@@ -6,6 +6,11 @@
 //                        operations of independent streams latest first; in-order: thread 0 first and streams
 //                        oldest first, the order to step through in a debugger
 //   MNISTDP_EMU_SEED     the seed of the adversarial order (default 1)
+//   MNISTDP_EMU_PDL      overlap (default): a programmatic launch's blocks start once every block of the
+//                        kernel before has triggered (cudaTriggerProgrammaticLaunchCompletion) or exited, and
+//                        run up to their cudaGridDependencySynchronize() while that kernel is held after its
+//                        trigger, so that a read of its output before the wait sees the old values; serial:
+//                        the dependent kernel starts after its primary has finished
 //   MNISTDP_EMU_FAILING_DEVICE  a device that fails every call touching it (cudaErrorDevicesUnavailable), as
 //                        a GPU that does not answer; for tests of what the rest of the machine then does
 #include <cstdint>
@@ -20,6 +25,7 @@ struct Config {
   Order order = Order::adversarial;
   std::uint64_t seed = 1;
   int failing_device = -1;
+  bool programmatic_overlap = true;
 };
 
 // Throws std::runtime_error naming the variable when one is malformed.

@@ -232,6 +232,20 @@ void Engine::run() {
     Op op = std::move(pick->queue.front());
     pick->queue.pop_front();
     std::vector<std::pair<CUstream_st*, std::uint64_t>> finished{{pick, op.seq}};
+    // A kernel and the programmatic launches already queued behind it, ready but for the stream's order,
+    // run as one chain: the later kernels start when the earlier trigger.
+    std::vector<std::shared_ptr<const KernelLaunch>> chain;
+    if (op.kernel && !op.kernel->spec.cooperative && config().programmatic_overlap) {
+      chain.push_back(op.kernel);
+      while (!pick->queue.empty()) {
+        const Op& next = pick->queue.front();
+        if (!next.kernel || !next.kernel->spec.programmatic || next.kernel->spec.cooperative || !ready(next))
+          break;
+        chain.push_back(next.kernel);
+        finished.emplace_back(pick, next.seq);
+        pick->queue.pop_front();
+      }
+    }
     if (op.collective) {
       for (CUstream_st* peer : op.collective->streams) {
         if (peer == pick) continue;
@@ -250,6 +264,8 @@ void Engine::run() {
       try {
         if (op.collective)
           op.collective->run();
+        else if (chain.size() > 1)
+          run_programmatic_chain(chain);
         else if (op.run)
           op.run();
       } catch (const Fault& f) {

@@ -40,13 +40,27 @@ struct Dependency {
 
 struct Collective;
 
+// A kernel launch kept whole, so that the engine can run it together with the programmatic launches queued
+// right behind it on its stream (run_programmatic_chain).
+struct KernelLaunch {
+  LaunchSpec spec;
+  std::shared_ptr<const std::function<void()>> body;  // called by each emulated thread
+  int device = 0;
+  std::uint64_t number = 0;  // the launch's place among all launches, which seeds its adversarial order
+};
+
+// Runs a kernel followed by programmatic launches of the next ones, overlapping as a GPU may overlap them
+// (config.hpp, MNISTDP_EMU_PDL; launch.cpp). Throws Fault.
+void run_programmatic_chain(const std::vector<std::shared_ptr<const KernelLaunch>>& chain);
+
 struct Op {
-  std::string what;                        // for messages: "kernel gemm_tiled_kernel<false, true>"
-  std::function<void()> run;               // on the engine thread, outside the lock; may throw Fault
-  std::vector<Dependency> after;           // besides the stream's order
-  std::shared_ptr<Collective> collective;  // an NCCL call: runs with its peers' calls, all at their heads
-  std::uint64_t id = 0;                    // global enqueue order
-  std::uint64_t seq = 0;                   // position in its stream
+  std::string what;                            // for messages: "kernel gemm_tiled_kernel<false, true>"
+  std::function<void()> run;                   // on the engine thread, outside the lock; may throw Fault
+  std::vector<Dependency> after;               // besides the stream's order
+  std::shared_ptr<Collective> collective;      // an NCCL call: runs with its peers' calls, all at their heads
+  std::shared_ptr<const KernelLaunch> kernel;  // a kernel launch: what `run` runs
+  std::uint64_t id = 0;                        // global enqueue order
+  std::uint64_t seq = 0;                       // position in its stream
   int device = 0;
 };
 

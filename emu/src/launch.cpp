@@ -50,29 +50,52 @@ std::uint64_t next_launch_number() {
   return launches.fetch_add(1, std::memory_order_relaxed);
 }
 
-void run_grid(const LaunchSpec& spec, const std::function<void()>& body, int device, std::uint64_t launch) {
-  const dim3 g = spec.grid;
-  const std::uint64_t seed = mix(config().seed, launch);
+// The grid's block indices, in the adversarial order a seeded shuffle of them.
+std::vector<uint3> block_indices(dim3 g, std::uint64_t seed) {
   std::vector<uint3> blocks;
   blocks.reserve(static_cast<std::size_t>(g.x) * g.y * g.z);
   for (unsigned z = 0; z < g.z; ++z)
     for (unsigned y = 0; y < g.y; ++y)
       for (unsigned x = 0; x < g.x; ++x)
         blocks.push_back({x, y, z});
+  if (config().order == Order::adversarial) {
+    std::mt19937_64 rng(seed);
+    std::shuffle(blocks.begin(), blocks.end(), rng);
+  }
+  return blocks;
+}
+
+// The fault to report from blocks running on OS threads of their own: the block that failed first names
+// the problem; the others only stopped because of it.
+class FirstFault {
+ public:
+  void note(const Fault& f) {
+    std::lock_guard lock(mutex_);
+    const std::string what = f.what();
+    if (what_.empty() || (only_aborted(what_) && !only_aborted(what))) what_ = what;
+  }
+  void rethrow() const {
+    if (!what_.empty()) throw Fault(cudaErrorLaunchFailure, what_);
+  }
+
+ private:
+  static bool only_aborted(const std::string& m) { return m.find("aborted: another block") != m.npos; }
+  std::mutex mutex_;
+  std::string what_;
+};
+
+void run_grid(const LaunchSpec& spec, const std::function<void()>& body, int device, std::uint64_t launch) {
+  const std::uint64_t seed = mix(config().seed, launch);
+  const std::vector<uint3> blocks = block_indices(spec.grid, seed);
   if (!spec.cooperative) {
-    // Blocks are independent: one after another, in the adversarial order a shuffle of them.
-    if (config().order == Order::adversarial) {
-      std::mt19937_64 rng(seed);
-      std::shuffle(blocks.begin(), blocks.end(), rng);
-    }
+    // Blocks are independent: one after another.
     for (std::size_t i = 0; i < blocks.size(); ++i)
       run_block(spec, body, blocks[i], nullptr, mix(seed, i));
   } else {
     // All blocks resident at once, each on an OS thread of its own (so that its __shared__ variables, which
     // are thread_local, are its own), meeting at the grid barrier.
     GridBarrier barrier(static_cast<int>(blocks.size()));
-    std::mutex mutex;
-    std::string first_fault;
+    FirstFault fault;
     std::vector<std::thread> threads;
     threads.reserve(blocks.size());
     for (std::size_t i = 0; i < blocks.size(); ++i) {
@@ -81,24 +104,139 @@ void run_grid(const LaunchSpec& spec, const std::function<void()>& body, int dev
           run_block(spec, body, blocks[i], &barrier, mix(seed, i));
         } catch (const Fault& f) {
           barrier.abort();
-          std::lock_guard lock(mutex);
-          // The block that failed first names the problem; the others only stopped because of it.
-          const std::string what = f.what();
-          const auto only_aborted = [](const std::string& m) {
-            return m.find("aborted: another block") != m.npos;
-          };
-          if (first_fault.empty() || (only_aborted(first_fault) && !only_aborted(what))) first_fault = what;
+          fault.note(f);
         }
       });
     }
     for (std::thread& t : threads)
       t.join();
-    if (!first_fault.empty()) throw Fault(cudaErrorLaunchFailure, first_fault);
+    fault.rethrow();
   }
   check_guard_zones(device, spec.name);
 }
 
+// A kernel and the programmatic launches behind it, each block on an OS thread of its own, so that a block
+// can be held where a GPU may hold it. Kernel k + 1's blocks start once every block of kernel k has
+// triggered or exited; a block of kernel k that triggers with threads still to run is held until every
+// block of kernel k + 1 is, at once, waiting in cudaGridDependencySynchronize(), held after its own
+// trigger, or finished; and that wait returns once every block of kernel k has finished. So the dependent
+// kernel runs as far as it can before the primary's work after its trigger: a read of the primary's output
+// before the wait sees the values from before the primary.
+class ProgrammaticChain {
+ public:
+  explicit ProgrammaticChain(const std::vector<std::shared_ptr<const KernelLaunch>>& chain) {
+    for (const auto& launch : chain) {
+      Kernel k;
+      k.launch = launch.get();
+      k.seed = mix(config().seed, launch->number);
+      k.blocks = block_indices(launch->spec.grid, k.seed);
+      kernels_.push_back(std::move(k));
+    }
+  }
+
+  void run() {
+    FirstFault fault;
+    std::vector<std::thread> threads;
+    for (std::size_t k = 0; k < kernels_.size(); ++k)
+      for (std::size_t b = 0; b < kernels_[k].blocks.size(); ++b)
+        threads.emplace_back([this, &fault, k, b] { run_block_of(k, b, fault); });
+    for (std::thread& t : threads)
+      t.join();
+    fault.rethrow();
+    for (const Kernel& k : kernels_)
+      check_guard_zones(k.launch->device, k.launch->spec.name);
+  }
+
+ private:
+  struct Kernel {
+    const KernelLaunch* launch = nullptr;
+    std::uint64_t seed = 0;
+    std::vector<uint3> blocks;
+    std::size_t triggered = 0;  // blocks that have triggered or finished
+    std::size_t finished = 0;
+    std::size_t held = 0;   // blocks waiting for the kernel before, held after their trigger, or finished
+    bool all_held = false;  // every block was held at once: the kernel before may go on
+  };
+
+  class Link : public ProgrammaticLink {
+   public:
+    Link(ProgrammaticChain& chain, std::size_t k) : chain_(chain), k_(k) {}
+    bool has_previous() const override { return k_ > 0; }
+    bool has_next() const override { return k_ + 1 < chain_.kernels_.size(); }
+    bool block_triggered() override {
+      std::unique_lock lock(chain_.mutex_);
+      triggered_ = true;
+      ++chain_.kernels_[k_].triggered;
+      if (k_ + 1 == chain_.kernels_.size()) {
+        chain_.changed_.notify_all();
+        return !chain_.aborted_;
+      }
+      chain_.hold(k_);
+      chain_.changed_.wait(lock, [&] { return chain_.kernels_[k_ + 1].all_held || chain_.aborted_; });
+      --chain_.kernels_[k_].held;
+      return !chain_.aborted_;
+    }
+    bool wait_for_previous() override {
+      std::unique_lock lock(chain_.mutex_);
+      chain_.hold(k_);
+      const Kernel& previous = chain_.kernels_[k_ - 1];
+      chain_.changed_.wait(lock,
+                           [&] { return previous.finished == previous.blocks.size() || chain_.aborted_; });
+      --chain_.kernels_[k_].held;
+      return !chain_.aborted_;
+    }
+    bool triggered() const { return triggered_; }
+
+   private:
+    ProgrammaticChain& chain_;
+    std::size_t k_;
+    bool triggered_ = false;
+  };
+
+  // Under the lock: one more block of kernel k held; notifies.
+  void hold(std::size_t k) {
+    Kernel& kernel = kernels_[k];
+    if (++kernel.held == kernel.blocks.size()) kernel.all_held = true;
+    changed_.notify_all();
+  }
+
+  void run_block_of(std::size_t k, std::size_t b, FirstFault& fault) {
+    Kernel& kernel = kernels_[k];
+    {
+      std::unique_lock lock(mutex_);
+      changed_.wait(lock, [&] {
+        return k == 0 || kernels_[k - 1].triggered == kernels_[k - 1].blocks.size() || aborted_;
+      });
+      if (aborted_) return;
+    }
+    Link link(*this, k);
+    try {
+      run_block(kernel.launch->spec, *kernel.launch->body, kernel.blocks[b], nullptr, mix(kernel.seed, b),
+                &link);
+    } catch (const Fault& f) {
+      fault.note(f);
+      std::lock_guard lock(mutex_);
+      aborted_ = true;
+      changed_.notify_all();
+      return;
+    }
+    std::lock_guard lock(mutex_);
+    if (!link.triggered()) ++kernel.triggered;
+    ++kernel.finished;
+    hold(k);
+  }
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  bool aborted_ = false;
+  std::vector<Kernel> kernels_;
+};
+
 }  // namespace
+
+void run_programmatic_chain(const std::vector<std::shared_ptr<const KernelLaunch>>& chain) {
+  ProgrammaticChain(chain).run();
+}
 
 cudaError_t enqueue_launch(const LaunchSpec& spec, CUstream_st* stream_handle,
                            std::function<void()> thread_body) {
@@ -136,10 +274,14 @@ cudaError_t enqueue_launch(const LaunchSpec& spec, CUstream_st* stream_handle,
   }
   Op op;
   op.what = "kernel " + std::string(spec.name);
-  const std::uint64_t launch = next_launch_number();
-  auto body = std::make_shared<const std::function<void()>>(std::move(thread_body));
   // The spec's name points to storage that lives as long as the program (kernel_name's statics).
-  op.run = [spec, body, device, launch] { run_grid(spec, *body, device, launch); };
+  auto kernel = std::make_shared<KernelLaunch>();
+  kernel->spec = spec;
+  kernel->body = std::make_shared<const std::function<void()>>(std::move(thread_body));
+  kernel->device = device;
+  kernel->number = next_launch_number();
+  op.run = [kernel] { run_grid(kernel->spec, *kernel->body, kernel->device, kernel->number); };
+  op.kernel = std::move(kernel);
   return record(e.enqueue(stream, std::move(op)));
 }
 

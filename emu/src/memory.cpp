@@ -9,24 +9,13 @@
 #include <mutex>
 
 #include "emu/src/engine.hpp"
-
-#if defined(__SANITIZE_ADDRESS__)
-#define MNISTDP_EMU_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define MNISTDP_EMU_ASAN 1
-#endif
-#endif
+#include "emu/src/sanitizer.hpp"
 
 namespace mnistdp::emu {
 namespace {
 
 // Under AddressSanitizer the allocation is exact and ASan guards it; otherwise a guard zone follows it.
-#ifdef MNISTDP_EMU_ASAN
-constexpr std::size_t kGuardBytes = 0;
-#else
-constexpr std::size_t kGuardBytes = 256;
-#endif
+constexpr std::size_t kGuardBytes = sanitizer::kAddress ? 0 : 256;
 constexpr unsigned char kGuardByte = 0xA5;
 constexpr unsigned char kPoisonByte = 0xFF;  // every float and double of 0xFF bytes is a NaN
 constexpr std::size_t kAlignment = 256;      // cudaMalloc's guarantee

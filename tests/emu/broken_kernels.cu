@@ -3,6 +3,7 @@
 
 #include "kernels/device_dialect.cuh"
 #include "kernels/kernel_launch.cuh"
+#include "kernels/programmatic_launch.cuh"
 #include "tests/emu/broken_kernels.hpp"
 
 namespace mnistdp::emu_test {
@@ -72,6 +73,25 @@ __global__ void grid_sync_kernel() {
   cooperative_groups::this_grid().sync();
 }
 
+__global__ void fill_after_trigger_kernel(float* __restrict__ p,  // [n]
+                                          int n, float value) {
+  cuda::detail::allow_next_kernel();
+  const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) p[i] = value;
+}
+
+template <bool kReadFirst>
+__global__ void copy_programmatically_kernel(const float* __restrict__ src,  // [n]
+                                             float* __restrict__ dst,        // [n]
+                                             int n) {
+  const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  float value = 0.0f;
+  if (kReadFirst && i < n) value = src[i];
+  cuda::detail::wait_for_previous_kernel();
+  if (!kReadFirst && i < n) value = src[i];
+  if (i < n) dst[i] = value;
+}
+
 constexpr int kThreads = 128;
 
 unsigned blocks_for(int n) {
@@ -115,6 +135,20 @@ void barrier_with_threads_gone(float* out, cudaStream_t stream) {
 
 void grid_sync_without_cooperative_launch(cudaStream_t stream) {
   cuda::detail::launch<grid_sync_kernel>(2, 32, 0, stream);
+}
+
+void fill_after_trigger(float* p, int n, float value, cudaStream_t stream) {
+  cuda::detail::launch<fill_after_trigger_kernel>(blocks_for(n), kThreads, 0, stream, p, n, value);
+}
+
+void copy_programmatically(const float* src, float* dst, int n, bool read_first, cudaStream_t stream) {
+  const auto order = cuda::LaunchOrder::programmatic;
+  if (read_first)
+    cuda::detail::launch_in_order<copy_programmatically_kernel<true>>(blocks_for(n), kThreads, 0, stream,
+                                                                      order, src, dst, n);
+  else
+    cuda::detail::launch_in_order<copy_programmatically_kernel<false>>(blocks_for(n), kThreads, 0, stream,
+                                                                       order, src, dst, n);
 }
 
 }  // namespace mnistdp::emu_test

@@ -31,4 +31,13 @@ void barrier_with_threads_gone(float* out, cudaStream_t stream);
 // grid.sync() in a kernel launched the ordinary way.
 void grid_sync_without_cooperative_launch(cudaStream_t stream);
 
+// p[0 .. n) = value, written after the kernel allows the next one to start
+// (cudaTriggerProgrammaticLaunchCompletion): the primary of a programmatic launch.
+void fill_after_trigger(float* p, int n, float value, cudaStream_t stream);
+
+// dst[0 .. n) = src[0 .. n), launched programmatically after the kernel before on `stream`. With
+// `read_first`, each thread reads src before cudaGridDependencySynchronize(), which only the wait makes safe
+// when src is the kernel before's output.
+void copy_programmatically(const float* src, float* dst, int n, bool read_first, cudaStream_t stream);
+
 }  // namespace mnistdp::emu_test

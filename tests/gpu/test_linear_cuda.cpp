@@ -71,8 +71,8 @@ struct LinearCase {
 
 TEST_CASE("linear forward and backward match the reference with every GEMM", "[gpu][linear]") {
   const int batch = GENERATE(0, 1, 7, 21, 22, 64, 65);
-  const int in = GENERATE(1, 10, 33, 256, 784);
-  const int out = GENERATE(1, 10, 33, 256, 784);
+  const int in = GENERATE(from_range(gpu_test::sweep({1, 10, 33, 256, 784}, {1, 10, 33, 100})));
+  const int out = GENERATE(from_range(gpu_test::sweep({1, 10, 33, 256, 784}, {1, 10, 33, 100})));
   CAPTURE(batch, in, out);
   const LinearCase c(batch, in, out,
                      static_cast<std::uint64_t>(batch) * 1000003u + static_cast<std::uint64_t>(in) * 1009u +
@@ -159,8 +159,8 @@ TEST_CASE("the hand-written GEMMs give the same bits", "[gpu][linear]") {
   // Each sums every element of C in one thread, k ascending, with fused multiply-adds from 0, then the
   // epilogue: the same operations in the same order, whatever the tiling. (cuBLAS is not held to this.)
   const int m = GENERATE(1, 22, 64, 65);
-  const int n = GENERATE(10, 256, 300);
-  const int k = GENERATE(10, 64, 784, 1000);
+  const int n = GENERATE(from_range(gpu_test::sweep({10, 256, 300}, {10, 300})));
+  const int k = GENERATE(from_range(gpu_test::sweep({10, 64, 784, 1000}, {10, 64, 100})));
   CAPTURE(m, n, k);
   Rng rng(static_cast<std::uint64_t>(m) * 7907u + static_cast<std::uint64_t>(n) * 101u +
           static_cast<std::uint64_t>(k));
