@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <numeric>
 #include <stdexcept>
+#include <utility>
 
 #include "host/cuda/fused_kernels.hpp"
 #include "host/model/init.hpp"
@@ -57,11 +58,6 @@ void check_split(const Dataset& d, const char* which) {
                                             which, static_cast<int>(*bad), bad - d.labels.begin(),
                                             L::kClasses - 1));
   }
-}
-
-bool same_sgd(const SgdConfig& a, const SgdConfig& b) {
-  return a.lr == b.lr && a.momentum == b.momentum && a.dampening == b.dampening &&
-         a.weight_decay == b.weight_decay && a.nesterov == b.nesterov;
 }
 
 template <typename T>
@@ -223,6 +219,7 @@ CudaReplica::CudaReplica(const DataSplits& data, int device, const CudaStepOptio
   CUDA_CHECK(cudaMemsetAsync(grads_.data(), 0, grads_.bytes(), s));
 
   cursor_ = DeviceBuffer<int>(1);
+  launch_ = choose_step_launch();
   ensure_rows(std::max(kInitialRows, std::min(kEvalChunk, std::max(test_count_, 1))));
   const int chunks = (test_count_ + kEvalChunk - 1) / kEvalChunk;
   eval_loss_ = DeviceBuffer<float>(static_cast<std::size_t>(chunks));
@@ -246,13 +243,13 @@ void CudaReplica::activate() const {
 
 void CudaReplica::ensure_rows(int rows) {
   if (rows <= rows_) return;
-  launch_queued();  // with the buffers they were queued for
+  launch_->launch_queued();  // with the buffers they were queued for
   const auto n = static_cast<std::size_t>(rows);
   // Launches in flight may still read the old buffers. Waiting here is cheap: it happens once, at the largest
   // shard (and cudaFree would wait for the device anyway).
   stream_.synchronize();
   // The step graphs hold the old buffers' addresses.
-  graphs_.clear();
+  launch_->drop_graphs();
   x_ = DeviceBuffer<float>(n * L::kInput);
   y_ = DeviceBuffer<std::uint8_t>(n);
   h_ = DeviceBuffer<float>(n * L::kHidden);
@@ -310,8 +307,9 @@ void CudaReplica::load_parameters(std::span<const float> params) {
         fmt::format("load_parameters: {} values, expected {}", params.size(), L::kCount));
   }
   activate();
-  launch_queued();  // queued steps update the parameters this replaces
-  flush_pending();  // a recorded step computes with the parameters it was recorded with
+  // Queued steps update the parameters this replaces; a recorded step computes with the parameters it was
+  // recorded with.
+  launch_->flush();
   CUDA_CHECK(
       cudaMemcpyAsync(params_.data(), params.data(), params_.bytes(), cudaMemcpyHostToDevice, stream_.get()));
   synchronize();
@@ -323,7 +321,7 @@ void CudaReplica::store_parameters(std::span<float> params) {
         fmt::format("store_parameters: {} values, expected {}", params.size(), L::kCount));
   }
   activate();
-  launch_queued();
+  launch_->launch_queued();
   CUDA_CHECK(
       cudaMemcpyAsync(params.data(), params_.data(), params_.bytes(), cudaMemcpyDeviceToHost, stream_.get()));
   synchronize();
@@ -335,8 +333,8 @@ void CudaReplica::load_momentum(std::span<const float> momentum) {
         fmt::format("load_momentum: {} values, expected {}", momentum.size(), L::kCount));
   }
   activate();
-  launch_queued();         // queued steps update the buffer this replaces
-  if (momentum.empty()) {  // no buffer yet, as before a first step with momentum
+  launch_->launch_queued();  // queued steps update the buffer this replaces
+  if (momentum.empty()) {    // no buffer yet, as before a first step with momentum
     has_momentum_ = false;
     return;
   }
@@ -353,7 +351,7 @@ void CudaReplica::store_momentum(std::span<float> momentum) {
         fmt::format("store_momentum: {} values, expected {}", momentum.size(), L::kCount));
   }
   activate();
-  launch_queued();
+  launch_->launch_queued();
   CUDA_CHECK(cudaMemcpyAsync(momentum.data(), momentum_.data(), momentum_.bytes(), cudaMemcpyDeviceToHost,
                              stream_.get()));
   synchronize();
@@ -361,8 +359,7 @@ void CudaReplica::store_momentum(std::span<float> momentum) {
 
 void CudaReplica::make_epoch_order(std::uint64_t seed, int epoch) {
   activate();
-  launch_queued();  // queued steps read the order they were queued with
-  flush_pending();  // a recorded step reads the order it was recorded with
+  launch_->flush();  // queued and recorded steps read the order they were given with
   // Queued on the stream after the steps already queued, which read the previous order; nothing waits.
   cuda::epoch_order(order_.data(), order_keys_.data(), train_count_, epoch_shuffle_seed(seed, epoch),
                     thrust_scratch_, stream_.get());
@@ -382,8 +379,7 @@ void CudaReplica::set_epoch_order(std::span<const std::int32_t> order) {
         fmt::format("set_epoch_order: index {} at position {} is out of range", *bad, bad - order.begin()));
   }
   activate();
-  launch_queued();  // queued steps read the order they were queued with
-  flush_pending();  // a recorded step reads the order it was recorded with
+  launch_->flush();  // queued and recorded steps read the order they were given with
   // The copy is ordered on the stream after the steps already queued, which read the previous order.
   if (!order.empty()) {
     PinnedBuffer<std::int32_t>& staging = order_staging_[static_cast<std::size_t>(order_slot_)];
@@ -455,38 +451,14 @@ void CudaReplica::compute_gradients(int first, int count, int global_batch) {
         fmt::format("compute_gradients: global batch {} for a shard of {} rows", global_batch, count));
   }
   activate();
-  // The whole step, as one graph, once sgd_step knows its settings; queued steps stay queued only while
-  // whole steps keep coming.
-  const bool whole_step = graphs_on_ && !tracing() && owns_all_reduce() && count > 0;
-  if (!whole_step) launch_queued();
-  flush_pending();  // a step recorded and never stepped: its gradients first, in order
-  const cudaStream_t s = stream_.get();
-  if (count == 0) {  // a replica with no rows contributes zeros, loss slot included
-    for (Mark m : {Mark::gather, Mark::forward, Mark::loss, Mark::backward})
-      mark(m);
-    CUDA_CHECK(cudaMemsetAsync(grads_.data(), 0, grads_.bytes(), s));
-    mark(Mark::backward_end);
-    all_reduce_owed_ = owns_all_reduce();
-    return;
-  }
-  // Before any capture: growing the activations drops the graphs that hold them.
-  ensure_rows(count);
-  if (!graphs_on_ || tracing()) {
-    enqueue_gradients(first, count, global_batch, false);
-    all_reduce_owed_ = owns_all_reduce();
-    return;
-  }
-  if (whole_step) {
-    // A step flushed above without its SGD step owes no all-reduce any more: this one overwrites its
-    // gradients.
-    all_reduce_owed_ = false;
-    pending_ = PendingStep{first, count, global_batch};
-    return;
-  }
-  StepShape shape;
-  shape.count = count;
-  shape.global_batch = global_batch;
-  run_graphed(shape, first, [&] { enqueue_gradients(first, count, global_batch, true); });
+  launch_->compute_gradients(first, count, global_batch);
+}
+
+void CudaReplica::zero_gradients() {
+  for (Mark m : {Mark::gather, Mark::forward, Mark::loss, Mark::backward})
+    mark(m);
+  CUDA_CHECK(cudaMemsetAsync(grads_.data(), 0, grads_.bytes(), stream_.get()));
+  mark(Mark::backward_end);
 }
 
 void CudaReplica::enqueue_gradients(int first, int count, int global_batch, bool from_cursor) {
@@ -534,90 +506,8 @@ void CudaReplica::enqueue_gradients(int first, int count, int global_batch, bool
 void CudaReplica::sgd_step(const SgdConfig& cfg) {
   activate();
   const bool with_momentum = cfg.momentum != 0.0f;
-  const bool first_step = with_momentum && !has_momentum_;
-  if (pending_ && !first_step) {
-    const PendingStep p = *pending_;
-    pending_.reset();
-    StepShape shape;
-    shape.count = p.count;
-    shape.global_batch = p.global_batch;
-    shape.whole_step = true;
-    shape.sgd = cfg;
-    if (queues(shape)) {
-      const bool continues = queued_ && same_shape(queued_->shape, shape) &&
-                             queued_->first + queued_->count * shape.global_batch == p.first;
-      if (!continues) launch_queued();
-      if (!queued_) queued_ = QueuedSteps{shape, p.first, 0};
-      if (++queued_->count == steps_per_graph_) launch_queued();
-    } else {
-      launch_queued();
-      run_graphed(shape, p.first, [&] { enqueue_whole_steps(shape); });
-    }
-  } else {
-    launch_queued();
-    flush_pending();  // the first step with momentum: the plain way
-    if (all_reduce_owed_) {
-      all_reduce_owed_ = false;
-      all_reduce_(stream_.get());
-    }
-    enqueue_sgd(cfg, first_step);
-  }
+  launch_->sgd_step(cfg, /*first_step=*/with_momentum && !has_momentum_);
   if (with_momentum) has_momentum_ = true;
-}
-
-void CudaReplica::enqueue_whole_steps(const StepShape& shape) {
-  // Owning the all-reduce means world size 1, where it is the identity (NCCL enqueues nothing for an
-  // in-place sum over one rank): the fused step leaves it out.
-  const bool fused = fused_step_ && cuda::classifier_head_fits(shape.count, L::kClasses);
-  for (int i = 0; i < shape.steps; ++i) {
-    if (fused) {
-      enqueue_fused_step(shape.count, shape.global_batch, shape.sgd);
-      continue;
-    }
-    enqueue_gradients(/*first=*/0, shape.count, shape.global_batch, /*from_cursor=*/true);
-    all_reduce_(stream_.get());
-    enqueue_sgd(shape.sgd, false);
-  }
-}
-
-bool CudaReplica::same_shape(const StepShape& a, const StepShape& b) {
-  return a.count == b.count && a.global_batch == b.global_batch && a.whole_step == b.whole_step &&
-         (!a.whole_step || (same_sgd(a.sgd, b.sgd) && a.steps == b.steps));
-}
-
-bool CudaReplica::runs_persistent(const StepShape& shape) const {
-  // The constructor refuses the persistent kernel without the fused step.
-  return persistent_ && shape.whole_step && cuda::persistent_step_fits(shape.count, L::kClasses);
-}
-
-bool CudaReplica::queues(const StepShape& shape) const {
-  return runs_persistent(shape) || (steps_per_graph_ > 1 && has_graph(shape));
-}
-
-bool CudaReplica::has_graph(const StepShape& shape) const {
-  return std::any_of(graphs_.begin(), graphs_.end(),
-                     [&](const StepGraph& g) { return g.exec && same_shape(g.shape, shape); });
-}
-
-void CudaReplica::launch_queued() {
-  if (!queued_) return;
-  StepShape shape = queued_->shape;
-  shape.steps = queued_->count;
-  const int first = queued_->first;
-  queued_.reset();
-  if (runs_persistent(shape)) {
-    // The rows' position is an argument: the device counter is neither read nor moved, and cursor_host_
-    // stays true.
-    enqueue_persistent_steps(step_view(), shape.count, shape.global_batch, shape.sgd, first, shape.steps,
-                             sm_count_ * persistent_blocks_per_sm_, stream_.get());
-    persistent_steps_ += shape.steps;
-    ++persistent_launches_;
-    return;
-  }
-  if (shape.steps > 1) ++graph_counts_.multi_step;
-  // Steps are queued only once their shape's one-step graph exists: whatever is set up on first use is.
-  run_graphed(
-      shape, first, [&] { enqueue_whole_steps(shape); }, /*warmed_up=*/true);
 }
 
 void CudaReplica::enqueue_sgd(const SgdConfig& cfg, bool first_step) {
@@ -629,99 +519,53 @@ void CudaReplica::enqueue_sgd(const SgdConfig& cfg, bool first_step) {
   mark(Mark::sgd_end);
 }
 
+bool CudaReplica::fused_step_takes(int count) const {
+  return fused_step_ && cuda::classifier_head_fits(count, L::kClasses);
+}
+
+void CudaReplica::enqueue_persistent_steps(int count, int global_batch, const SgdConfig& cfg, int first,
+                                           int steps) {
+  mnistdp::enqueue_persistent_steps(step_view(), count, global_batch, cfg, first, steps,
+                                    sm_count_ * persistent_blocks_per_sm_, stream_.get());
+  persistent_steps_ += steps;
+  ++persistent_launches_;
+}
+
 float* CudaReplica::gradient_buffer() {
   // The buffer is read (by a communicator, or a test) once the caller has ordered itself after the stream;
   // a recorded step must be on the stream by then.
-  if (pending_ || queued_) {
+  if (launch_->holds_steps()) {
     activate();
-    launch_queued();
-    flush_pending();
+    launch_->flush();
   }
   return grads_.data();
 }
 
-void CudaReplica::flush_pending() {
-  if (!pending_) return;
-  launch_queued();  // queued before it
-  const PendingStep p = *pending_;
-  pending_.reset();
-  enqueue_gradients(p.first, p.count, p.global_batch, false);
-  all_reduce_owed_ = owns_all_reduce();
-}
-
-void CudaReplica::run_graphed(const StepShape& shape, int first, const std::function<void()>& enqueue,
-                              bool warmed_up) {
-  const cudaStream_t s = stream_.get();
-  auto found = std::find_if(graphs_.begin(), graphs_.end(),
-                            [&](const StepGraph& g) { return same_shape(g.shape, shape); });
-  const bool launch_by_launch = found == graphs_.end() && !warmed_up;
-  if (found == graphs_.end()) {
-    if (graphs_.size() >= kMaxGraphs) graphs_.clear();
-    graphs_.push_back(StepGraph{shape, std::nullopt});
-    found = std::prev(graphs_.end());
-  }
-  if (!launch_by_launch && !found->exec) {
-    const CudaGraph graph = capture_graph(s, enqueue);
-    found->exec.emplace(graph);
-    found->exec->upload(s);
-    ++graph_counts_.captured;
-  }
-  if (cursor_host_ != first) cuda::set_cursor(cursor_.data(), first, s);
-  cursor_host_ = -1;  // unknown until the launches have been accepted
-  if (launch_by_launch) {
-    // The kernels the graph will hold, launched one by one: whatever is set up on first use (modules,
-    // NCCL's connections, cuBLAS's workspace) is then in place before the capture, which would refuse it.
-    // The next step of this shape is captured.
-    enqueue();
-    ++graph_counts_.plain;
-  } else {
-    found->exec->launch(s);
-    ++graph_counts_.replayed;
-  }
-  cursor_host_ = first + shape.steps * shape.global_batch;
-}
-
 void CudaReplica::adopt_all_reduce(AllReduceFn all_reduce) {
   if (!all_reduce) throw std::invalid_argument("adopt_all_reduce: no all-reduce given");
-  if (!graphs_on_) throw std::logic_error("adopt_all_reduce: this replica does not use CUDA graphs");
-  if (pending_ || all_reduce_owed_ || queued_)
-    throw std::logic_error(
-        "adopt_all_reduce: a step is in progress (between compute_gradients and sgd_step, or queued)");
-  // A lone replica: from here on its whole steps run in the persistent kernel, if it was asked for.
-  if (persistent_ && persistent_most_blocks_per_sm_ == 0) {
-    throw std::invalid_argument(
-        fmt::format("the persistent kernel (--persistent) needs cooperative launches, which cuda:{} {} "
-                    "does not take here",
-                    device_, device_name_));
-  }
-  // Graphs captured before hold no all-reduce; whole-step shapes are captured anew.
-  graphs_.clear();
-  all_reduce_ = std::move(all_reduce);
+  launch_->adopt_all_reduce(std::move(all_reduce));
 }
 
 void CudaReplica::release_all_reduce() noexcept {
-  if (!all_reduce_) return;
-  // Launched before the all-reduce goes: a recorded step owes its gradients. Then every graph that holds the
-  // all-reduce must have finished before it is dropped.
-  try {
-    activate();
-    launch_queued();
-    if (pending_) flush_pending();
-    if (all_reduce_owed_) all_reduce_(stream_.get());
-  } catch (...) {
-    static_cast<void>(cudaGetLastError());
+  launch_->release_all_reduce();
+}
+
+std::unique_ptr<StepLaunch> CudaReplica::choose_step_launch() {
+  if (persistent_) {
+    // A device without cooperative launches is refused only where the kernel would run: once the replica
+    // is handed its all-reduce.
+    std::string cant_launch;
+    if (persistent_most_blocks_per_sm_ == 0) {
+      cant_launch = fmt::format(
+          "the persistent kernel (--persistent) needs cooperative launches, which cuda:{} {} does not take "
+          "here",
+          device_, device_name_);
+    }
+    return make_persistent_step_launch(*this, steps_per_graph_, std::move(cant_launch));
   }
-  // Whatever failed above, the graphs may be dropped only once the stream has finished with them.
-  try {
-    stream_.synchronize();
-  } catch (...) {
-    static_cast<void>(cudaGetLastError());
-  }
-  pending_.reset();
-  queued_.reset();
-  all_reduce_owed_ = false;
-  graphs_.clear();
-  all_reduce_ = nullptr;
+  if (graphs_on_ && steps_per_graph_ > 1) return make_queued_step_launch(*this, steps_per_graph_);
+  if (graphs_on_) return make_graph_step_launch(*this);
+  return make_plain_step_launch(*this);
 }
 
 void CudaReplica::mark(Mark m) {
@@ -736,8 +580,7 @@ void CudaReplica::mark(Mark m) {
 
 void CudaReplica::trace_steps(long steps) {
   activate();
-  launch_queued();
-  flush_pending();
+  launch_->flush();
   trace_events_.clear();
   traced_steps_ = 0;
   trace_remaining_ = steps;
@@ -777,7 +620,7 @@ void CudaReplica::synchronize() {
 
 bool CudaReplica::watch_losses(long next_step) {
   activate();
-  launch_queued();  // steps already given are numbered as they were
+  launch_->launch_queued();  // steps already given are numbered as they were
   cuda::start_loss_watch(loss_watch_.data(), next_step, stream_.get());
   seen_watch_ = cuda::LossWatch{next_step, -1, 0.0f};
   return true;
@@ -790,8 +633,7 @@ std::optional<NonFiniteLoss> CudaReplica::first_nonfinite_loss() const {
 
 float CudaReplica::loss_sum() {
   activate();
-  launch_queued();
-  flush_pending();
+  launch_->flush();
   CUDA_CHECK(cudaMemcpyAsync(host_loss_.data(), grads_.data() + L::kLossSlot, sizeof(float),
                              cudaMemcpyDeviceToHost, stream_.get()));
   synchronize();
@@ -803,7 +645,7 @@ EvalResult CudaReplica::evaluate() {
   result.count = test_count_;
   if (test_count_ == 0) return result;
   activate();
-  launch_queued();  // the parameters after every step so far
+  launch_->launch_queued();  // the parameters after every step so far
   const cudaStream_t s = stream_.get();
   const int chunks = static_cast<int>(eval_loss_.size());
   for (int c = 0; c < chunks; ++c) {

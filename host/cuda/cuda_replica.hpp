@@ -4,45 +4,10 @@
 // A training step is a sequence of launches on the replica's stream with no host synchronisation; only
 // loss_sum(), evaluate() and the parameter copies wait for the device.
 //
-// With cuda_graphs, the launches of a step are captured into a CUDA graph and replayed: one launch from the
-// host where the plain path makes ten or more. How, and why it lives here rather than in the trainer:
 //
-// - The trainer drives every backend through three calls per step: compute_gradients, the communicator's
-//   all_reduce_gradients, sgd_step. The graph must not change that loop (the CPU path shares it), so the
-//   replica decides by itself what to launch, and when.
-// - Whole step (one replica, NCCL world size 1). The communicator hands this replica its all-reduce
-//   (adopt_all_reduce) and from then on does nothing for it in all_reduce_gradients. compute_gradients
-//   launches nothing: it records the step, and sgd_step, the first call that knows everything the step needs
-//   (rows, global batch, SGD settings), launches the whole step, gather to SGD with the all-reduce between,
-//   as one graph. Anything that must see the gradients before sgd_step (gradient_buffer, loss_sum, another
-//   compute_gradients, new parameters or a new order) first launches the recorded work the plain way.
-// - Several replicas. Each replica's all-reduce needs the others' at the same time, so it stays the
-//   communicator's; compute_gradients replays a graph of the gradient launches alone, and sgd_step is its one
-//   kernel, as in the plain path.
-// - One graph for every batch of an epoch. A graph freezes its kernels' arguments, so the batch's row offset
-//   cannot be one: the gather reads it from a device counter (cuda::gather_normalize_at), and the graph's
-//   last node moves the counter on by the global batch. The host keeps the value the counter will hold and
-//   sets it with one small kernel only when the next step starts elsewhere (a new epoch, a resumed run). A
-//   graph is therefore keyed by the step's shape alone: rows, global batch and SGD settings. Training at
-//   batch 64 needs two: the full batch and the epoch's short last one.
-// - The first step of each shape launches the graph's own kernels one by one (the offset read from the
-//   device counter too), so that whatever is set up lazily on first use (module loading, NCCL's
-//   connections, cuBLAS's workspace) is in place before a capture, during which it would be refused; the
-//   second captures and replays, and later ones replay. The first SGD step with momentum (which initialises
-//   the buffer) and traced steps always run the plain way.
-// - Several steps a graph (steps_per_graph > 1, whole steps only). Once a shape's one-step graph exists,
-//   sgd_step launches nothing: it queues the step, and every steps_per_graph consecutive steps of one shape
-//   are launched as one graph of them all (captured the second time that many are queued, as above). The
-//   queue is launched as it stands (as one graph of that many steps) by anything that must come after it: a
-//   step of another shape or not contiguous with it, and every call that reads or writes what the steps
-//   change (the gradients, the loss, the parameters, the momentum, the order, evaluation).
-// - A persistent kernel (persistent). Whole steps of a shape the fused step takes are queued as above from
-//   the first (no graph is needed), and the queue is launched as one cooperative kernel that runs all its
-//   steps, the rows' position an argument instead of the device counter's.
-// - The graph replays exactly the kernels of the plain path, with the same grids and arguments (the gather
-//   reads the same offset, from the device instead of from its arguments); every kernel is deterministic, so
-//   a replayed step gives the plain step's results to the bit (cuBLAS aside: it may choose its algorithm
-//   differently while capturing).
+// The replica owns the buffers and launches each operation of a step; how a step's launches reach the stream
+// (one by one, as CUDA graphs, several steps a graph, a persistent kernel) is a StepLaunch of its own
+// (step_launch.hpp), chosen from CudaStepOptions when the replica is made.
 #include <cuda_runtime_api.h>
 
 #include <array>
@@ -56,8 +21,8 @@
 #include <vector>
 
 #include "host/cuda/fused_kernels.hpp"
+#include "host/cuda/step_launch.hpp"
 #include "host/training/replica.hpp"
-#include "kernels/cuda_graph.hpp"
 #include "kernels/cuda_memory.hpp"
 #include "kernels/gemm_impl.hpp"
 #include "kernels/launch_order.hpp"
@@ -132,17 +97,12 @@ struct CudaStepOptions {
   bool tf32 = false;
 };
 
-class CudaReplica final : public Replica {
+class CudaReplica final : public Replica, private StepOps {
  public:
   // Rows per evaluation launch sequence: the test set goes through in chunks of this many rows.
   static constexpr int kEvalChunk = 1024;
   // Activation rows allocated up front (a larger training shard grows them once).
   static constexpr int kInitialRows = 64;
-
-  // At most this many step graphs are kept; a new shape beyond that drops them all. A trainer with a fixed
-  // batch needs two (the full batch, the short one), and with steps_per_graph up to about six (the one-step
-  // graphs, N steps, and the one or two shorter runs that loss reads and the epoch's end cut).
-  static constexpr std::size_t kMaxGraphs = 16;
 
   // Uploads data.train and data.test to device `device` (throws CudaError, or std::invalid_argument for a bad
   // device index or malformed data).
@@ -177,33 +137,26 @@ class CudaReplica final : public Replica {
   // steps_per_graph are not on it until something launches them (gradient_buffer(), loss_sum(), any read):
   // waiting on the stream alone does not wait for them.
   int device() const { return device_; }
-  cudaStream_t stream() const { return stream_.get(); }
+  cudaStream_t stream() const override { return stream_.get(); }
   // Bytes of device memory this replica holds (its buffers; the CUDA context and cuBLAS's workspace aside).
   std::size_t device_bytes() const;
 
   bool cuda_graphs() const { return graphs_on_; }
   // The all-reduce of this replica's gradient buffer, enqueued on the stream it is given (the replica's own).
-  using AllReduceFn = std::function<void(cudaStream_t)>;
+  using AllReduceFn = ::mnistdp::AllReduceFn;
   // For a communicator whose all-reduce of this replica needs no other replica's call beside it (world size
   // 1), when the replica replays steps as graphs: the replica enqueues `all_reduce` itself, inside its step
   // graph, between the gradients and the SGD step, and the communicator enqueues nothing for it.
   void adopt_all_reduce(AllReduceFn all_reduce);
-  bool owns_all_reduce() const { return static_cast<bool>(all_reduce_); }
+  bool owns_all_reduce() const { return launch_->owns_all_reduce(); }
   // Gives the all-reduce back: waits for the stream and drops every graph that holds it. For the
   // communicator's destructor, before whatever the all-reduce uses goes away. Never throws.
   void release_all_reduce() noexcept;
 
-  // How the steps ran: captured graphs, graph replays, and steps launched the plain way while graphs were on
-  // (each counted once a launch, however many steps it ran); of these, the launches of several queued
-  // steps.
-  struct GraphCounts {
-    long captured = 0;
-    long replayed = 0;
-    long plain = 0;
-    long multi_step = 0;
-  };
+  // How the steps ran (step_launch.hpp); zeros without CUDA graphs.
+  using GraphCounts = StepGraphCounts;
   // Queued steps count once they are launched.
-  GraphCounts graph_counts() const { return graph_counts_; }
+  GraphCounts graph_counts() const { return launch_->graph_counts(); }
   // Steps whose gradients were enqueued with the fused classifier head (launched, or captured into a graph).
   long fused_head_steps() const { return fused_head_steps_; }
   // Whole steps enqueued as the fused step's three kernels (launched, or captured into a graph).
@@ -213,9 +166,22 @@ class CudaReplica final : public Replica {
   long persistent_launches() const { return persistent_launches_; }
 
  private:
-  // Makes this replica's device current on the calling thread (the trainer may drive replicas from threads).
-  void activate() const;
-  void ensure_rows(int rows);
+  // The launches a StepLaunch makes (step_launch.hpp).
+  void activate() const override;
+  void wait_for_stream() override { stream_.synchronize(); }
+  int* cursor() override { return cursor_.data(); }
+  bool tracing() const override { return trace_remaining_ > 0; }
+  void ensure_rows(int rows) override;
+  void zero_gradients() override;
+  void enqueue_gradients(int first, int count, int global_batch, bool from_cursor) override;
+  void enqueue_sgd(const SgdConfig& cfg, bool first_step) override;
+  bool fused_step_takes(int count) const override;
+  void enqueue_fused_step(int count, int global_batch, const SgdConfig& cfg) override;
+  void enqueue_persistent_steps(int count, int global_batch, const SgdConfig& cfg, int first,
+                                int steps) override;
+
+  // The way of launching steps that the options ask for (step_launch.hpp).
+  std::unique_ptr<StepLaunch> choose_step_launch();
   cuda::GemmContext gemm_context() const;
   // The forward pass of rows already gathered into x_ (and y_): h_ (fc1_forward), then logits_.
   void fc1_forward(int rows);
@@ -223,8 +189,6 @@ class CudaReplica final : public Replica {
   // The fused classifier head over h_ and y_: logits_, dlogits_, the loss slot, fc2's gradients, dh_ and
   // fc1's bias gradient.
   void enqueue_classifier_head(int rows, float grad_scale);
-  // The whole step of CudaStepOptions::fused_step, rows from cursor_ (which it moves on by global_batch).
-  void enqueue_fused_step(int count, int global_batch, const SgdConfig& cfg);
   // This replica's buffers, for the fused kernels (host/cuda/fused_kernels.hpp).
   StepView step_view();
   // Waits for the stream, bringing a copy of the loss record along: every wait the host makes anyway
@@ -232,59 +196,6 @@ class CudaReplica final : public Replica {
   void synchronize();
   // Records a timeline mark on the stream while steps are being traced.
   void mark(Mark m);
-  bool tracing() const { return trace_remaining_ > 0; }
-
-  // What a step graph was captured for: a graph is replayed only for a step of the same shape.
-  struct StepShape {
-    int count = 0;
-    int global_batch = 0;
-    bool whole_step = false;  // gradients, all-reduce and SGD; otherwise the gradients alone
-    SgdConfig sgd;            // whole steps only
-    int steps = 1;            // whole steps only: consecutive steps in the graph
-  };
-  struct StepGraph {
-    StepShape shape;
-    std::optional<CudaGraphExec> exec;  // none yet: the shape has run once, the plain way
-  };
-  // A step recorded by compute_gradients, to be launched whole by sgd_step.
-  struct PendingStep {
-    int first = 0;
-    int count = 0;
-    int global_batch = 0;
-  };
-  // Whole steps queued by sgd_step (steps_per_graph): `count` consecutive steps of `shape` (whose steps is
-  // 1), the first at row `first`.
-  struct QueuedSteps {
-    StepShape shape;
-    int first = 0;
-    int count = 0;
-  };
-
-  // The launches of compute_gradients for rows order[first, first + count), count > 0; from_cursor: the
-  // offset is read from cursor_ (inside a graph) rather than taken from `first`.
-  void enqueue_gradients(int first, int count, int global_batch, bool from_cursor);
-  void enqueue_sgd(const SgdConfig& cfg, bool first_step);
-  // shape.steps whole steps (gradients, all-reduce, SGD; or the fused step), each reading its rows from
-  // cursor_ and moving it on.
-  void enqueue_whole_steps(const StepShape& shape);
-  static bool same_shape(const StepShape& a, const StepShape& b);
-  // Whether `shape` has a captured graph (its kernels have run once, outside any capture).
-  bool has_graph(const StepShape& shape) const;
-  // Whether whole steps of `shape` are queued: with steps_per_graph > 1 once its one-step graph exists; with
-  // the persistent kernel, when the fused step takes it.
-  bool queues(const StepShape& shape) const;
-  // Whether the persistent kernel runs steps of `shape`.
-  bool runs_persistent(const StepShape& shape) const;
-  // Launches the queued steps, if any, as one graph of that many steps (or one persistent kernel).
-  void launch_queued();
-  // Launches a recorded step's gradients the plain way; its all-reduce, if adopted, is then owed to sgd_step.
-  void flush_pending();
-  // Runs one step (or its gradients, or shape.steps steps) of `shape` starting at row `first`, with `enqueue`
-  // putting its launches on the stream (the row offset read from cursor_): launch by launch the first time
-  // the shape is seen, then as the graph of `enqueue` (captured once), replayed. warmed_up: its kernels have
-  // run before (queued steps, whose one-step graph exists), so the first sight is captured at once.
-  void run_graphed(const StepShape& shape, int first, const std::function<void()>& enqueue,
-                   bool warmed_up = false);
 
   int device_;
   GemmImpl gemm_;
@@ -345,17 +256,9 @@ class CudaReplica final : public Replica {
   DeviceBuffer<float> logits_;    // [rows, 10]
   DeviceBuffer<float> dlogits_;   // [rows, 10]
 
-  // Step graphs (cuda_graphs): the device's row offset, the graphs, and the step compute_gradients recorded.
   bool graphs_on_ = false;
-  DeviceBuffer<int> cursor_;  // [1]: where the next replayed step's rows start in order_
-  int cursor_host_ = -1;      // the value cursor_ holds once the stream has caught up; -1 when unknown
-  std::vector<StepGraph> graphs_;
-  std::optional<PendingStep> pending_;
   int steps_per_graph_ = 1;
-  std::optional<QueuedSteps> queued_;
-  bool all_reduce_owed_ = false;  // gradients launched, the adopted all-reduce not yet
-  AllReduceFn all_reduce_;
-  GraphCounts graph_counts_;
+  DeviceBuffer<int> cursor_;  // [1]: where the next step read from it has its rows in order_
   long fused_head_steps_ = 0;
   long fused_steps_ = 0;
   long persistent_steps_ = 0;
@@ -371,6 +274,9 @@ class CudaReplica final : public Replica {
   std::vector<Event> trace_events_;
   std::optional<Event> trace_anchor_;
   double trace_anchor_us_ = 0.0;
+
+  // How steps reach the stream; made last, from the options, and never changed.
+  std::unique_ptr<StepLaunch> launch_;
 };
 
 std::unique_ptr<Replica> make_cuda_replica(const DataSplits& data, int device,
