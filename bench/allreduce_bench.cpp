@@ -28,7 +28,7 @@
 
 #include "bench/bench_common.hpp"
 #include "bench/bench_device.hpp"
-#include "host/params.hpp"
+#include "host/model/params.hpp"
 #include "kernels/cuda_check.hpp"
 #include "kernels/cuda_memory.hpp"
 #ifdef MNISTDP_BENCH_HAVE_REDUCE
@@ -250,10 +250,10 @@ void print_row(const Row& r, const Ceilings& c) {
 }
 
 // Several replicas on one GPU (NCCL refuses two ranks on one device): the project's in-order sum kernel
-// (kernels/reduce_cuda.hpp), and the whole same-device all-reduce as host/cuda_communicators.cpp does it, the
-// sum into replica 0's buffer then a copy back to every other replica's (here all on one stream). Checked,
-// then timed like the rows above. mem GB/s counts the bytes that must move: the sum reads R buffers and
-// writes one, each copy reads and writes one.
+// (kernels/reduce_cuda.hpp), and the whole same-device all-reduce as host/cuda/cuda_communicators.cpp does
+// it, the sum into replica 0's buffer then a copy back to every other replica's (here all on one stream).
+// Checked, then timed like the rows above. mem GB/s counts the bytes that must move: the sum reads R buffers
+// and writes one, each copy reads and writes one.
 nlohmann::json same_device_section(const std::vector<std::size_t>& all_sizes, int repeats, bool quick,
                                    const Ceilings& ceil, bool& all_ok) {
 #ifndef MNISTDP_BENCH_HAVE_REDUCE

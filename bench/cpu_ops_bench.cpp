@@ -30,9 +30,9 @@
 #include <string>
 #include <vector>
 
-#include "host/cpu_replica.hpp"
-#include "host/init.hpp"
-#include "host/params.hpp"
+#include "host/cpu/cpu_replica.hpp"
+#include "host/model/init.hpp"
+#include "host/model/params.hpp"
 #include "kernels/gather.hpp"
 #include "kernels/linear.hpp"
 #include "kernels/sgd.hpp"

@@ -15,11 +15,11 @@
 #include <vector>
 
 #include "bench/bench_common.hpp"
-#include "host/cuda_communicators.hpp"
-#include "host/cuda_replica.hpp"
-#include "host/init.hpp"
-#include "host/params.hpp"
-#include "host/trainer.hpp"
+#include "host/cuda/cuda_communicators.hpp"
+#include "host/cuda/cuda_replica.hpp"
+#include "host/model/init.hpp"
+#include "host/model/params.hpp"
+#include "host/training/trainer.hpp"
 #include "kernels/cuda_check.hpp"
 #include "kernels/cuda_memory.hpp"
 

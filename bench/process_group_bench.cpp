@@ -45,11 +45,11 @@
 #include <vector>
 
 #include "bench/bench_stats.hpp"
-#include "host/cli.hpp"
-#include "host/launch.hpp"
-#include "host/params.hpp"
-#include "host/process_group.hpp"
-#include "host/train_command.hpp"
+#include "host/command/cli.hpp"
+#include "host/command/train_command.hpp"
+#include "host/model/params.hpp"
+#include "host/processes/launch.hpp"
+#include "host/processes/process_group.hpp"
 
 namespace mnistdp::bench {
 namespace {
@@ -221,7 +221,7 @@ double bus_factor(int world) {
   return 2.0 * (world - 1) / world;
 }
 
-// The group mnist-dp itself would join under this launcher (host/train_command.hpp).
+// The group mnist-dp itself would join under this launcher (host/command/train_command.hpp).
 std::unique_ptr<ProcessGroup> join(const LaunchInfo& launch, const Options& o) {
   TrainOptions train;
   train.timeout_seconds = o.timeout_seconds;

@@ -18,8 +18,8 @@ void gather_normalize(const std::uint8_t* images, const std::uint8_t* labels, co
 
 // The same, with the batch's rows at order[*first, *first + batch): first is read on the device when the
 // kernel runs, not when it is launched, so that one captured CUDA graph serves every batch of an epoch
-// (host/cuda_replica.cpp advances the offset inside the graph). order: [n_order]  first: [1] device memory,
-// with *first + batch <= n_order (the caller's to guarantee: the kernel cannot check it).
+// (host/cuda/cuda_replica.cpp advances the offset inside the graph). order: [n_order]  first: [1] device
+// memory, with *first + batch <= n_order (the caller's to guarantee: the kernel cannot check it).
 void gather_normalize_at(const std::uint8_t* images, const std::uint8_t* labels, const std::int32_t* order,
                          const int* first, float* x, std::uint8_t* y, int batch, int pixels,
                          cudaStream_t stream);

@@ -9,7 +9,7 @@ namespace mnistdp::cuda {
 
 // images: [n_images, in] uint8   labels: [n_images]   order: [n_order], the epoch's order of rows
 // first: [1] device memory, the batch's first position in order (read when the kernel runs: the step graph's
-//   row offset, host/cuda_replica.hpp), with *first + batch <= n_order
+//   row offset, host/cuda/cuda_replica.hpp), with *first + batch <= n_order
 // w: [out, in]   b: [out]
 //   -> x: [batch, in], y: [batch]: the batch, equal to gather_normalize_at's to the bit
 //   -> h: [batch, out] = relu(x w^T + b), equal to linear_forward's with the hand-written GEMMs to the bit

@@ -1,10 +1,10 @@
 #pragma once
-// Every training step's loss checked on the device (host/cuda_replica.hpp): the kernel that runs after the
-// loss is known (the SGD kernel, the fused step's last kernel, the persistent kernel's last phase) numbers
-// the step and notes the first whose loss is not finite, so that the host learns of it at its next wait for
-// the device anyway, with no wait of its own, and can still name the exact step. A step replayed from a graph
-// or run inside a persistent launch is numbered by the device itself: nothing of the count is frozen into a
-// graph's arguments.
+// Every training step's loss checked on the device (host/cuda/cuda_replica.hpp): the kernel that runs after
+// the loss is known (the SGD kernel, the fused step's last kernel, the persistent kernel's last phase)
+// numbers the step and notes the first whose loss is not finite, so that the host learns of it at its next
+// wait for the device anyway, with no wait of its own, and can still name the exact step. A step replayed
+// from a graph or run inside a persistent launch is numbered by the device itself: nothing of the count is
+// frozen into a graph's arguments.
 #include <cuda_runtime_api.h>
 
 namespace mnistdp::cuda {

@@ -1,8 +1,8 @@
 #pragma once
-// The on-device sum behind the same-device communicator (host/cuda_communicators.hpp): several replicas on
-// one GPU, their gradient buffers summed element by element in replica order, so that the result is the same
-// to the bit as the host communicator's loop (host/communicator.cpp), sum = ((b0 + b1) + b2) + ..., and the
-// same on every run. NCCL cannot do this on one GPU: it refuses two ranks on one device.
+// The on-device sum behind the same-device communicator (host/cuda/cuda_communicators.hpp): several replicas
+// on one GPU, their gradient buffers summed element by element in replica order, so that the result is the
+// same to the bit as the host communicator's loop (host/training/communicator.cpp), sum = ((b0 + b1) + b2) +
+// ..., and the same on every run. NCCL cannot do this on one GPU: it refuses two ranks on one device.
 #include <cuda_runtime_api.h>
 
 #include <cstddef>

@@ -1,5 +1,5 @@
-// The device-side row offset of host/cuda_replica.cpp's step graphs (step_cursor_cuda.hpp). One thread each:
-// the cost is the launch (or the graph node), never the work.
+// The device-side row offset of host/cuda/cuda_replica.cpp's step graphs (step_cursor_cuda.hpp). One thread
+// each: the cost is the launch (or the graph node), never the work.
 #include "kernels/cuda_check.hpp"
 #include "kernels/kernel_launch.cuh"
 #include "kernels/step_cursor_cuda.hpp"

@@ -16,7 +16,7 @@
 
 namespace mnistdp::thrust_ops {
 
-// order: [count] <- the rows sorted by their ShuffleKey (kernels/shuffle_keys.hpp), host/init.cpp's
+// order: [count] <- the rows sorted by their ShuffleKey (kernels/shuffle_keys.hpp), host/model/init.cpp's
 // epoch_order to the bit.  keys: [count], scratch. One radix sort of 64-bit keys on a GPU; the keys are
 // distinct, so the sort needs no stability and no values beside them.
 template <typename Policy>

@@ -19,7 +19,7 @@ namespace mnistdp::cuda {
 //   -> every parameter takes one SGD step with its gradient, as cuda::sgd_step takes it (the same bits): the
 //      rest of grads must already hold the other parameters' gradients
 //   -> *cursor += cursor_delta, when cursor is given: the step graph's row offset, moved on by the step's
-//      last kernel (host/cuda_replica.hpp)
+//      last kernel (host/cuda/cuda_replica.hpp)
 //   -> the step's loss record (loss_watch.hpp) moved on by this step, when watch is given: loss_sum is then
 //      the step's loss sum, final by the time this kernel runs
 // momentum may be nullptr when cfg.momentum == 0. batch 0 gives a zero weight gradient. The one exception to

@@ -33,9 +33,9 @@
 #include <string_view>
 #include <vector>
 
-#include "host/checkpoint.hpp"
-#include "host/init.hpp"
-#include "host/params.hpp"
+#include "host/checkpoint/checkpoint.hpp"
+#include "host/model/init.hpp"
+#include "host/model/params.hpp"
 
 namespace mnistdp {
 namespace {

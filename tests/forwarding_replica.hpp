@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "host/replica.hpp"
+#include "host/training/replica.hpp"
 
 namespace mnistdp::testing {
 

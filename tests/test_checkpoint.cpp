@@ -20,8 +20,8 @@
 
 #include <fmt/format.h>
 
-#include "host/checkpoint.hpp"
-#include "host/params.hpp"
+#include "host/checkpoint/checkpoint.hpp"
+#include "host/model/params.hpp"
 #include "temp_dir.hpp"
 
 namespace mnistdp {

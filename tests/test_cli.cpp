@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "host/cli.hpp"
+#include "host/command/cli.hpp"
 
 using namespace mnistdp;
 using Catch::Matchers::Contains;

@@ -6,12 +6,12 @@
 #include <memory>
 #include <vector>
 
-#include "host/cpu_replica.hpp"
-#include "host/init.hpp"
-#include "host/params.hpp"
-#include "host/replica_workers.hpp"
-#include "host/shard.hpp"
-#include "host/trainer.hpp"
+#include "host/cpu/cpu_replica.hpp"
+#include "host/model/init.hpp"
+#include "host/model/params.hpp"
+#include "host/training/replica_workers.hpp"
+#include "host/training/shard.hpp"
+#include "host/training/trainer.hpp"
 #include "tests/forwarding_replica.hpp"
 #include "tests/synthetic_data.hpp"
 

@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "host/explain.hpp"
+#include "host/command/explain.hpp"
 
 using namespace mnistdp;
 using Catch::Matchers::Contains;

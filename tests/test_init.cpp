@@ -3,9 +3,9 @@
 #include <set>
 #include <vector>
 
-#include "host/init.hpp"
-#include "host/params.hpp"
-#include "host/random.hpp"
+#include "host/model/init.hpp"
+#include "host/model/params.hpp"
+#include "host/model/random.hpp"
 
 using namespace mnistdp;
 

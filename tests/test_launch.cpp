@@ -1,10 +1,11 @@
-// Reading a launcher's environment (host/launch.hpp): every launcher's variables, and every refusal named.
+// Reading a launcher's environment (host/processes/launch.hpp): every launcher's variables, and every refusal
+// named.
 #include <catch2/catch.hpp>
 
 #include <map>
 #include <string>
 
-#include "host/launch.hpp"
+#include "host/processes/launch.hpp"
 
 using namespace mnistdp;
 

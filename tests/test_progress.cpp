@@ -2,7 +2,7 @@
 #include <cstdio>
 #include <string>
 
-#include "host/progress.hpp"
+#include "host/command/progress.hpp"
 
 using namespace mnistdp;
 using Catch::Matchers::Contains;

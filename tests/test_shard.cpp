@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "host/shard.hpp"
+#include "host/training/shard.hpp"
 
 using namespace mnistdp;
 

@@ -1,5 +1,6 @@
-// The TCP process group (host/tcp_process_group.hpp), its ranks on threads of one process: the collectives,
-// the sum's order, and every way a rendezvous or a run can fail, each within its timeout and with its reason.
+// The TCP process group (host/processes/tcp_process_group.hpp), its ranks on threads of one process: the
+// collectives, the sum's order, and every way a rendezvous or a run can fail, each within its timeout and
+// with its reason.
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -14,8 +15,8 @@
 #include <thread>
 #include <vector>
 
-#include "host/params.hpp"
-#include "host/tcp_process_group.hpp"
+#include "host/model/params.hpp"
+#include "host/processes/tcp_process_group.hpp"
 
 using namespace mnistdp;
 using namespace std::chrono_literals;

@@ -6,11 +6,11 @@
 #include <set>
 #include <vector>
 
-#include "host/cpu_replica.hpp"
-#include "host/init.hpp"
-#include "host/params.hpp"
-#include "host/trace.hpp"
-#include "host/trainer.hpp"
+#include "host/cpu/cpu_replica.hpp"
+#include "host/model/init.hpp"
+#include "host/model/params.hpp"
+#include "host/training/trace.hpp"
+#include "host/training/trainer.hpp"
 #include "tests/synthetic_data.hpp"
 #include "tests/temp_dir.hpp"
 

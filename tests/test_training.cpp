@@ -10,11 +10,11 @@
 #include <utility>
 #include <vector>
 
-#include "host/cpu_replica.hpp"
-#include "host/init.hpp"
-#include "host/params.hpp"
-#include "host/progress.hpp"
-#include "host/trainer.hpp"
+#include "host/command/progress.hpp"
+#include "host/cpu/cpu_replica.hpp"
+#include "host/model/init.hpp"
+#include "host/model/params.hpp"
+#include "host/training/trainer.hpp"
 #include "mnist_io/dataset.hpp"
 #include "tests/forwarding_replica.hpp"
 #include "tests/synthetic_data.hpp"

@@ -1,4 +1,4 @@
-// libFuzzer target for the safetensors checkpoint reader (host/checkpoint.hpp).
+// libFuzzer target for the safetensors checkpoint reader (host/checkpoint/checkpoint.hpp).
 //
 // Each input is parsed twice with parse_checkpoint: as it is, and followed by the 814,120 zero bytes of
 // SimpleNet's data section. A valid checkpoint is 800 KB of parameters behind a header of a few hundred
@@ -13,8 +13,8 @@
 #include <span>
 #include <vector>
 
-#include "host/checkpoint.hpp"
-#include "host/params.hpp"
+#include "host/checkpoint/checkpoint.hpp"
+#include "host/model/params.hpp"
 
 namespace {
 

@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "host/random.hpp"
+#include "host/model/random.hpp"
 #include "kernels/cuda_check.hpp"
 #include "kernels/cuda_memory.hpp"
 #include "kernels/sgd.hpp"

@@ -7,8 +7,8 @@
 #include <limits>
 #include <numeric>
 
-#include "host/cuda_replica.hpp"
-#include "host/params.hpp"
+#include "host/cuda/cuda_replica.hpp"
+#include "host/model/params.hpp"
 #include "kernels/gather.hpp"
 #include "kernels/linear.hpp"
 #include "kernels/persistent_step_cuda.hpp"

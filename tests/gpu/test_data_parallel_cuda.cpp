@@ -12,13 +12,13 @@
 #include <string>
 #include <vector>
 
-#include "host/cpu_replica.hpp"
-#include "host/cuda_communicators.hpp"
-#include "host/cuda_replica.hpp"
-#include "host/init.hpp"
-#include "host/params.hpp"
-#include "host/shard.hpp"
-#include "host/trainer.hpp"
+#include "host/cpu/cpu_replica.hpp"
+#include "host/cuda/cuda_communicators.hpp"
+#include "host/cuda/cuda_replica.hpp"
+#include "host/model/init.hpp"
+#include "host/model/params.hpp"
+#include "host/training/shard.hpp"
+#include "host/training/trainer.hpp"
 #include "kernels/reduce_cuda.hpp"
 #include "tests/gpu/gpu_test_util.hpp"
 #include "tests/synthetic_data.hpp"

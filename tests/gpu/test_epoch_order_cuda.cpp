@@ -7,9 +7,9 @@
 #include <numeric>
 #include <vector>
 
-#include "host/cuda_replica.hpp"
-#include "host/init.hpp"
-#include "host/params.hpp"
+#include "host/cuda/cuda_replica.hpp"
+#include "host/model/init.hpp"
+#include "host/model/params.hpp"
 #include "kernels/epoch_order_cuda.hpp"
 #include "kernels/thrust_scratch.hpp"
 #include "tests/gpu/gpu_test_util.hpp"

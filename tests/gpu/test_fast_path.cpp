@@ -23,12 +23,12 @@
 #include <string>
 #include <vector>
 
-#include "host/communicator.hpp"
-#include "host/cuda_communicators.hpp"
-#include "host/cuda_replica.hpp"
-#include "host/init.hpp"
-#include "host/params.hpp"
-#include "host/trainer.hpp"
+#include "host/cuda/cuda_communicators.hpp"
+#include "host/cuda/cuda_replica.hpp"
+#include "host/model/init.hpp"
+#include "host/model/params.hpp"
+#include "host/training/communicator.hpp"
+#include "host/training/trainer.hpp"
 #include "kernels/persistent_step_cuda.hpp"
 #include "tests/gpu/gpu_test_util.hpp"
 #include "tests/synthetic_data.hpp"

@@ -10,8 +10,8 @@
 #include <limits>
 #include <numeric>
 
-#include "host/fused_kernels.hpp"
-#include "host/params.hpp"
+#include "host/cuda/fused_kernels.hpp"
+#include "host/model/params.hpp"
 #include "kernels/cuda_graph.hpp"
 #include "kernels/gather_cuda.hpp"
 #include "kernels/gather_linear_cuda.hpp"

@@ -11,13 +11,13 @@
 #include <string>
 #include <vector>
 
-#include "host/communicator.hpp"
-#include "host/cuda_communicators.hpp"
-#include "host/cuda_replica.hpp"
-#include "host/init.hpp"
-#include "host/params.hpp"
-#include "host/process_group.hpp"
-#include "host/trainer.hpp"
+#include "host/cuda/cuda_communicators.hpp"
+#include "host/cuda/cuda_replica.hpp"
+#include "host/model/init.hpp"
+#include "host/model/params.hpp"
+#include "host/processes/process_group.hpp"
+#include "host/training/communicator.hpp"
+#include "host/training/trainer.hpp"
 #include "tests/gpu/gpu_test_util.hpp"
 #include "tests/synthetic_data.hpp"
 

@@ -2,11 +2,11 @@
 #include <memory>
 #include <vector>
 
-#include "host/communicator.hpp"
-#include "host/cuda_replica.hpp"
-#include "host/init.hpp"
-#include "host/params.hpp"
-#include "host/trainer.hpp"
+#include "host/cuda/cuda_replica.hpp"
+#include "host/model/init.hpp"
+#include "host/model/params.hpp"
+#include "host/training/communicator.hpp"
+#include "host/training/trainer.hpp"
 #include "tests/synthetic_data.hpp"
 
 using namespace mnistdp;

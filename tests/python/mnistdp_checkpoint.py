@@ -16,7 +16,7 @@ works as it is. The training state is in the file's metadata (strings only, as s
                                concatenated in the order fc1.weight, fc1.bias, fc2.weight, fc2.bias, base64
 
 The momentum sits in the metadata rather than in extra tensors because load_state_dict is strict by default and
-refuses keys SimpleNet does not have; see host/checkpoint.hpp.
+refuses keys SimpleNet does not have; see host/checkpoint/checkpoint.hpp.
 """
 
 import base64
@@ -29,7 +29,7 @@ from torch import nn
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-# mnist-dp's flat parameter order (host/params.hpp), and each tensor's shape.
+# mnist-dp's flat parameter order (host/model/params.hpp), and each tensor's shape.
 PARAMS = (("fc1.weight", (256, 784)), ("fc1.bias", (256,)), ("fc2.weight", (10, 256)), ("fc2.bias", (10,)))
 PARAM_COUNT = sum(int(np.prod(shape)) for _, shape in PARAMS)  # 203,530
 FORMAT_VERSION = "1"

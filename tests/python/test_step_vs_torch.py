@@ -8,7 +8,7 @@ Interface (the mnist-dp hooks it expects; see also --mnist-dp below):
   after    mnist-dp's checkpoint one step later (mnist_dp.step = K + 1), e.g. from
            `mnist-dp train --resume before --max-steps K+1 --save after`
   data     the data folder both runs trained on (the four MNIST files, raw or .gz)
-  tool     tests' checkpoint_tool, which prints the rows of step K: mnist-dp's epoch order, host/init.hpp
+  tool     tests' checkpoint_tool, which prints the rows of step K: mnist-dp's epoch order, host/model/init.hpp
            epoch_order(seed, epoch), rows [s * B, s * B + B) with epoch = K // steps_per_epoch and
            s = K % steps_per_epoch, steps_per_epoch = ceil(train_count / B)
 

@@ -1,0 +1,629 @@
+#include "host/command/train_command.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <unistd.h>
+#include <charconv>
+#include <cmath>
+#include <csignal>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "host/checkpoint/checkpoint.hpp"
+#include "host/command/explain.hpp"
+#include "host/command/memory_usage.hpp"
+#include "host/command/metrics.hpp"
+#include "host/command/placement.hpp"
+#include "host/command/progress.hpp"
+#include "host/command/run_files.hpp"
+#include "host/command/stop_signals.hpp"
+#include "host/model/init.hpp"
+#include "host/model/params.hpp"
+#include "host/processes/mpi_process_group.hpp"
+#include "host/processes/tcp_process_group.hpp"
+#include "host/training/communicator.hpp"
+#include "host/training/shard.hpp"
+#include "host/training/trace.hpp"
+#include "mnist_io/dataset.hpp"
+
+namespace mnistdp {
+
+namespace {
+
+// The batch size goes into the checkpoint: a run resumed with another one would not be the same run.
+constexpr std::string_view kBatchSizeKey = "mnist_dp.batch_size";
+constexpr double kMiB = 1024.0 * 1024.0;
+
+DataSplits load_data(const TrainOptions& o, bool report) {
+  const std::filesystem::path dir = o.data ? find_data_dir(*o.data) : find_default_data_dir();
+  DataSplits data = load_data_dir(dir);
+  if (report)
+    console_print(stdout, "data: {} from {} ({} training and {} test images)\n", data.name, data.dir.string(),
+                  data.train.count, data.test.count);
+  return data;
+}
+
+// The start-up table: devices, then each replica with its share of a full batch and of the last, short one.
+// In a multi-process run, rank 0 lists its own replicas and counts the others'.
+void print_placement(const Placement& placement, const std::vector<std::unique_ptr<Replica>>& replicas,
+                     const Communicator& communicator, int batch_size, int train_count, int world_size) {
+  for (const std::string& line : placement.device_lines)
+    console_print(stdout, "device: {}\n", line);
+  const int local = static_cast<int>(replicas.size());
+  const int n = local * world_size;
+  const int last = train_count % batch_size == 0 ? batch_size : train_count % batch_size;
+  console_print(stdout, "{:>8}  {:<48} {:>10} {:>10}\n", "replica", "where", "rows/step", "last step");
+  for (int r = 0; r < local; ++r)
+    console_print(stdout, "{:>8}  {:<48} {:>10} {:>10}\n", r, replicas[r]->description(),
+                  shard_of(batch_size, n, r).count, shard_of(last, n, r).count);
+  if (world_size > 1) {
+    // The other ranks' shards, as a range: torch.chunk gives the smaller ones to the last replicas.
+    auto range = [&](int rows) {
+      const int most = shard_of(rows, n, local).count, least = shard_of(rows, n, n - 1).count;
+      return most == least ? fmt::format("{}", most) : fmt::format("{} to {}", least, most);
+    };
+    const std::string others = n - 1 == local ? fmt::format("{}", local) : fmt::format("{}-{}", local, n - 1);
+    const std::string ranks = world_size == 2 ? "rank 1" : fmt::format("ranks 1 to {}", world_size - 1);
+    console_print(stdout, "{:>8}  {:<48} {:>10} {:>10}\n", others,
+                  fmt::format("{}, {} replica{} each", ranks, local, local == 1 ? "" : "s"),
+                  range(batch_size), range(last));
+  }
+  console_print(stdout, "all-reduce: {}\n", communicator.description());
+}
+
+// The settings that must be the same on every rank for the ranks to train one model together, as each rank
+// was started with them (a resumed run's saved settings are rank 0's alone, and reach the others afterwards).
+std::vector<Setting> run_settings(const TrainConfig& t, const DataSplits& data, int local_replicas,
+                                  bool gpu) {
+  return {
+      {"the data", fmt::format("{:016x} ({} training images)", fingerprint(data.train), data.train.count)},
+      {"the replicas per process", fmt::format("{} on the {}", local_replicas, gpu ? "GPU" : "CPU")},
+      {"--epochs", fmt::format("{}", t.epochs)},
+      {"--batch-size", fmt::format("{}", t.batch_size)},
+      {"--lr", fmt::format("{}", t.sgd.lr)},
+      {"--momentum", fmt::format("{}", t.sgd.momentum)},
+      {"--dampening", fmt::format("{}", t.sgd.dampening)},
+      {"--weight-decay", fmt::format("{}", t.sgd.weight_decay)},
+      {"--nesterov", t.sgd.nesterov ? "on" : "off"},
+      {"--seed", fmt::format("{}", t.seed)},
+      {"--max-steps", fmt::format("{}", t.max_steps)},
+      {"--check-replicas", fmt::format("{}", t.check_replicas)}};
+}
+
+// A float setting as the user wrote it: the shortest decimal that reads back to the same float (0.01, not
+// the 0.009999999776482582 its conversion to double would show).
+double as_written(float value) {
+  return std::strtod(fmt::format("{}", value).c_str(), nullptr);
+}
+
+std::string start_record(const TrainConfig& t, const DataSplits& data,
+                         const std::vector<std::unique_ptr<Replica>>& replicas) {
+  nlohmann::json devices = nlohmann::json::array();
+  for (const auto& r : replicas)
+    devices.push_back(r->description());
+  return nlohmann::json{{"data", data.name},
+                        {"data_dir", data.dir.string()},
+                        {"train_count", data.train.count},
+                        {"test_count", data.test.count},
+                        {"replicas", devices},
+                        {"epochs", t.epochs},
+                        {"batch_size", t.batch_size},
+                        {"lr", as_written(t.sgd.lr)},
+                        {"momentum", as_written(t.sgd.momentum)},
+                        {"dampening", as_written(t.sgd.dampening)},
+                        {"weight_decay", as_written(t.sgd.weight_decay)},
+                        {"nesterov", t.sgd.nesterov},
+                        {"seed", t.seed},
+                        {"start_step", t.start_step}}
+      .dump();
+}
+
+// Where the run starts: from the seed, from a parameter file (--init-from), or where a checkpoint left off
+// (--resume), which also brings back the momentum, the step and the settings.
+struct StartState {
+  std::vector<float> params;
+  std::optional<std::vector<float>> momentum;
+  long step = 0;
+};
+
+// "300 steps done, epoch 0 up to its step 299", "938 steps done, 1 epoch complete".
+std::string progress_words(long steps_done, int steps_per_epoch) {
+  if (steps_done == 0) return "no step done yet";
+  const long epochs = steps_done / steps_per_epoch;
+  const long within = steps_done % steps_per_epoch;
+  if (within == 0)
+    return fmt::format("{} step{} done, {} epoch{} complete", steps_done, steps_done == 1 ? "" : "s", epochs,
+                       epochs == 1 ? "" : "s");
+  return fmt::format("{} step{} done, epoch {} up to its step {}", steps_done, steps_done == 1 ? "" : "s",
+                     epochs, within - 1);
+}
+
+// The settings a checkpoint stores (beside the seed and the batch size, kept in their own fields): a resumed
+// run takes each from the file unless the command line gives it, and refuses a given value that differs,
+// since the run would then no longer be the one saved.
+class ResumedSettings {
+ public:
+  ResumedSettings(const TrainOptions& o, const Checkpoint& c) : o_(o), c_(c) {}
+
+  void take_float(std::string_view option, const std::string& key, float& value) const {
+    const auto saved = c_.extra.find(key);
+    if (saved == c_.extra.end()) return;  // a checkpoint from before the setting was stored
+    char* end = nullptr;
+    const float x = std::strtof(saved->second.c_str(), &end);
+    if (saved->second.empty() || *end != '\0' || !std::isfinite(x))
+      throw CheckpointError(
+          fmt::format("{}: the metadata {} is not a number: '{}'", o_.resume->string(), key, saved->second));
+    refuse_if_given_otherwise(option, x == value, fmt::format("with {} {}", option, x),
+                              fmt::format("{} {}", option, value));
+    value = x;
+  }
+
+  void take_flag(std::string_view option, const std::string& key, bool& value) const {
+    const auto saved = c_.extra.find(key);
+    if (saved == c_.extra.end()) return;
+    if (saved->second != "true" && saved->second != "false")
+      throw CheckpointError(fmt::format("{}: the metadata {} is neither true nor false: '{}'",
+                                        o_.resume->string(), key, saved->second));
+    const bool x = saved->second == "true";
+    refuse_if_given_otherwise(option, x == value, fmt::format("{} {}", x ? "with" : "without", option),
+                              fmt::format("{}{}", option, value ? "" : "=false"));
+    value = x;
+  }
+
+  void take_whole(std::string_view option, const std::optional<std::string>& saved_text,
+                  std::uint64_t& value) const {
+    if (!saved_text) return;
+    std::uint64_t x = 0;
+    const auto [end, error] = std::from_chars(saved_text->data(), saved_text->data() + saved_text->size(), x);
+    if (saved_text->empty() || error != std::errc() || end != saved_text->data() + saved_text->size())
+      throw CheckpointError(fmt::format("{}: the saved {} is not a whole number: '{}'", o_.resume->string(),
+                                        option, *saved_text));
+    refuse_if_given_otherwise(option, x == value, fmt::format("with {} {}", option, x),
+                              fmt::format("{} {}", option, value));
+    value = x;
+  }
+
+ private:
+  void refuse_if_given_otherwise(std::string_view option, bool same, const std::string& saved,
+                                 const std::string& given) const {
+    if (same || !o_.is_given(option)) return;
+    throw UsageError(fmt::format(
+        "--resume {}: the run was saved {}, but the command line gives {}; a resumed run keeps the saved "
+        "settings (leave {} out to continue it as it was, or start a new run from its parameters with "
+        "--init-from)",
+        o_.resume->string(), saved, given, option));
+  }
+
+  const TrainOptions& o_;
+  const Checkpoint& c_;
+};
+
+StartState start_state(const TrainOptions& o, TrainConfig& t, const DataSplits& data) {
+  StartState state;
+  if (o.resume) {
+    Checkpoint c = load_checkpoint(*o.resume);
+    if (!c.has_training_state)
+      throw CheckpointError(
+          fmt::format("{}: holds parameters but no training state (a file written by PyTorch?); "
+                      "start from it with --init-from instead of --resume",
+                      o.resume->string()));
+    if (c.data_fingerprint != fingerprint(data.train))
+      throw CheckpointError(
+          fmt::format("{}: was trained on other data (fingerprint {:016x}, this data set {:016x})",
+                      o.resume->string(), c.data_fingerprint, fingerprint(data.train)));
+    const ResumedSettings saved(o, c);
+    std::uint64_t batch_size = static_cast<std::uint64_t>(t.batch_size);
+    const auto b = c.extra.find(std::string(kBatchSizeKey));
+    saved.take_whole("--batch-size",
+                     b == c.extra.end() ? std::nullopt : std::optional<std::string>(b->second), batch_size);
+    if (batch_size < 1 || batch_size > 60000)
+      throw CheckpointError(
+          fmt::format("{}: the saved batch size {} is out of range", o.resume->string(), batch_size));
+    t.batch_size = static_cast<int>(batch_size);
+    saved.take_whole("--seed", std::to_string(c.seed), t.seed);
+    saved.take_float("--lr", "mnist_dp.sgd.lr", t.sgd.lr);
+    saved.take_float("--momentum", "mnist_dp.sgd.momentum", t.sgd.momentum);
+    saved.take_float("--dampening", "mnist_dp.sgd.dampening", t.sgd.dampening);
+    saved.take_float("--weight-decay", "mnist_dp.sgd.weight_decay", t.sgd.weight_decay);
+    saved.take_flag("--nesterov", "mnist_dp.sgd.nesterov", t.sgd.nesterov);
+    check_sgd_settings(t.sgd);
+    state.step = c.step;
+    state.params = std::move(c.params);
+    state.momentum = std::move(c.momentum);
+    const int steps_per_epoch = (data.train.count + t.batch_size - 1) / t.batch_size;
+    console_print(stdout, "resuming: {}, {}; with its settings: batch {}, {}, seed {}\n", o.resume->string(),
+                  progress_words(c.step, steps_per_epoch), t.batch_size, sgd_words(t.sgd), t.seed);
+    return state;
+  }
+  if (o.init_from) {
+    state.params = load_checkpoint(*o.init_from).params;
+    console_print(stdout, "initial parameters: {}\n", o.init_from->string());
+    return state;
+  }
+  state.params.resize(ParamLayout::kCount);
+  init_parameters(state.params, t.seed);
+  return state;
+}
+
+// A multi-process run's start comes from rank 0, which alone reads --resume or --init-from (so the file need
+// only be on rank 0's node, where rank 0 also saves): the step, the settings and the momentum are broadcast
+// to the other ranks here; the parameters reach them through the trainer, which broadcasts rank 0's at its
+// start.
+StartState share_start_state(ProcessGroup& group, StartState state, TrainConfig& t) {
+  struct Header {
+    std::int64_t step;
+    std::uint64_t seed;
+    std::int32_t has_momentum;
+    std::int32_t batch_size;
+    float lr;
+    float momentum;
+    float dampening;
+    float weight_decay;
+    std::int32_t nesterov;
+    std::int32_t unused;
+  } header{state.step,     t.seed,          state.momentum ? 1 : 0, t.batch_size,           t.sgd.lr,
+           t.sgd.momentum, t.sgd.dampening, t.sgd.weight_decay,     t.sgd.nesterov ? 1 : 0, 0};
+  group.broadcast(std::as_writable_bytes(std::span(&header, 1)));
+  if (group.rank() != 0) {
+    state.step = header.step;
+    t.seed = header.seed;
+    t.batch_size = header.batch_size;
+    t.sgd =
+        SgdConfig{header.lr, header.momentum, header.dampening, header.weight_decay, header.nesterov != 0};
+    state.momentum.reset();
+    if (header.has_momentum != 0) state.momentum.emplace(ParamLayout::kCount, 0.0f);
+  }
+  if (state.momentum) group.broadcast(std::as_writable_bytes(std::span(*state.momentum)));
+  return state;
+}
+
+// "epoch 0, step 248" for a step counted in all from 0.
+std::string step_words(long step, int steps_per_epoch) {
+  return fmt::format("epoch {}, step {}", step / steps_per_epoch, step % steps_per_epoch);
+}
+
+// "epoch 0, steps 0 to 49", "epoch 0, step 900 to epoch 1, step 12" for steps counted in all from 0.
+std::string steps_words(long first, long last, int steps_per_epoch) {
+  if (first == last) return step_words(first, steps_per_epoch);
+  if (first / steps_per_epoch != last / steps_per_epoch)
+    return fmt::format("{} to {}", step_words(first, steps_per_epoch), step_words(last, steps_per_epoch));
+  return fmt::format("epoch {}, steps {} to {}", first / steps_per_epoch, first % steps_per_epoch,
+                     last % steps_per_epoch);
+}
+
+// Saves a checkpoint after every epoch (and after a stopped one), and turns SIGINT, SIGTERM, SIGHUP and
+// SIGPIPE into a stop request. writes: false on the ranks other than 0, which stop with the others but save
+// nothing.
+class CheckpointListener final : public TrainListener {
+ public:
+  CheckpointListener(const TrainOptions& o, const TrainConfig& t, const DataSplits& data,
+                     const Trainer& trainer, StopSignals& signals, bool writes)
+      : o_(o),
+        t_(t),
+        fingerprint_(fingerprint(data.train)),
+        trainer_(trainer),
+        signals_(signals),
+        writes_(writes) {}
+
+  bool stop_requested() override { return signals_.requested(); }
+
+  void on_epoch_end(const EpochReport& r) override {
+    if (!o_.save || !writes_) return;
+    Checkpoint c;
+    c.params.resize(ParamLayout::kCount);
+    Replica& replica = *trainer_.replicas()[0];
+    replica.store_parameters(c.params);
+    if (replica.has_momentum()) {
+      c.momentum.emplace(ParamLayout::kCount);
+      replica.store_momentum(*c.momentum);
+    }
+    c.epoch = r.complete ? r.epoch + 1 : r.epoch;
+    c.step = r.total_steps;
+    c.seed = t_.seed;
+    c.data_fingerprint = fingerprint_;
+    // The settings of the run, so that a resumed run goes on with them, and a reader
+    // (tests/python/test_step_vs_torch.py) can redo its steps.
+    c.extra[std::string(kBatchSizeKey)] = std::to_string(t_.batch_size);
+    c.extra["mnist_dp.sgd.lr"] = fmt::format("{}", t_.sgd.lr);
+    c.extra["mnist_dp.sgd.momentum"] = fmt::format("{}", t_.sgd.momentum);
+    c.extra["mnist_dp.sgd.dampening"] = fmt::format("{}", t_.sgd.dampening);
+    c.extra["mnist_dp.sgd.weight_decay"] = fmt::format("{}", t_.sgd.weight_decay);
+    c.extra["mnist_dp.sgd.nesterov"] = t_.sgd.nesterov ? "true" : "false";
+    save_checkpoint(*o_.save, c);
+    saved_step_ = r.total_steps;
+    signals_.set_message_on_kill(fmt::format(
+        "mnist-dp: stopped at once by a second signal; the last checkpoint, after {} steps, is kept "
+        "in {} (continue with --resume {})\n",
+        r.total_steps, o_.save->string(), o_.save->string()));
+  }
+
+  long saved_step() const { return saved_step_; }
+
+ private:
+  const TrainOptions& o_;
+  const TrainConfig& t_;
+  std::uint64_t fingerprint_;
+  const Trainer& trainer_;
+  StopSignals& signals_;
+  bool writes_;
+  long saved_step_ = -1;
+};
+
+class Listeners final : public TrainListener {
+ public:
+  // Null entries (a listener that is not wanted in this run) are left out.
+  explicit Listeners(const std::vector<TrainListener*>& all) {
+    for (TrainListener* l : all)
+      if (l) all_.push_back(l);
+  }
+  void on_step_loss(const StepLoss& s) override {
+    for (auto* l : all_)
+      l->on_step_loss(s);
+  }
+  void on_step(int epoch, int step, int steps) override {
+    for (auto* l : all_)
+      l->on_step(epoch, step, steps);
+  }
+  void on_epoch_end(const EpochReport& r) override {
+    for (auto* l : all_)
+      l->on_epoch_end(r);
+  }
+  void on_diverged(const StepLoss& s) override {
+    for (auto* l : all_)
+      l->on_diverged(s);
+  }
+  bool stop_requested() override {
+    for (auto* l : all_)
+      if (l->stop_requested()) return true;
+    return false;
+  }
+
+ private:
+  std::vector<TrainListener*> all_;
+};
+
+}  // namespace
+
+namespace {
+
+std::chrono::milliseconds rank_timeout(const TrainOptions& o) {
+  return std::chrono::milliseconds(static_cast<long>(o.timeout_seconds * 1000.0));
+}
+
+}  // namespace
+
+std::unique_ptr<ProcessGroup> join_process_group(const LaunchInfo& launch, const TrainOptions& o) {
+  if (!launch.multi_process()) return nullptr;
+  if (launch.launcher == Launcher::Mpi) {
+    std::unique_ptr<ProcessGroup> group = make_mpi_process_group();
+    if (group->rank() != launch.rank || group->size() != launch.world_size)
+      throw LaunchError(fmt::format("MPI says this is rank {} of {}, but the environment said rank {} of {}",
+                                    group->rank(), group->size(), launch.rank, launch.world_size));
+    return group;
+  }
+  TcpRendezvous r;
+  r.master_addr = launch.master_addr;
+  r.master_port = launch.master_port;
+  r.rank = launch.rank;
+  r.world_size = launch.world_size;
+  r.timeout = rank_timeout(o);
+  return make_tcp_process_group(r);
+}
+
+namespace {
+
+// The options that only change how a GPU trains, as given on the command line, with their values: on the CPU
+// they change nothing, and the user is told so.
+std::vector<std::string> ignored_gpu_options(const TrainOptions& o) {
+  std::vector<std::string> ignored;
+  auto add = [&](std::string_view option, const std::string& value) {
+    if (o.is_given(option))
+      ignored.push_back(value.empty() ? std::string(option) : fmt::format("{} {}", option, value));
+  };
+  add("--devices", o.devices);
+  add("--gemm", o.gemm);
+  add("--tf32", "");
+  add("--cuda-graphs", "");
+  add("--fused-head", "");
+  add("--fused-step", "");
+  add("--pdl", "");
+  add("--persistent", "");
+  add("--steps-per-graph", std::to_string(o.steps_per_graph));
+  return ignored;
+}
+
+// The last line of a run that was not stopped: what was run, and the final test accuracy.
+std::string finished_line(const TrainConfig& t, const std::vector<EpochReport>& reports,
+                          int steps_per_epoch) {
+  const long end = reports.empty() ? t.start_step : reports.back().total_steps;
+  const long run = end - t.start_step;
+  if (run == 0) {
+    const std::string why = t.max_steps > 0 && end >= t.max_steps
+                                ? fmt::format("--max-steps {} reached", t.max_steps)
+                                : fmt::format("--epochs {} reached", t.epochs);
+    return fmt::format("finished: no step left to run ({}; {})", progress_words(end, steps_per_epoch), why);
+  }
+  double seconds = 0;
+  for (const EpochReport& r : reports)
+    seconds += r.seconds;
+  const bool all_epochs = reports.back().complete && reports.back().epoch + 1 == t.epochs;
+  std::string what = fmt::format("{} step{}", run, run == 1 ? "" : "s");
+  if (all_epochs && t.start_step == 0)
+    what = fmt::format("{} epoch{} ({} steps)", t.epochs, t.epochs == 1 ? "" : "s", run);
+  else if (all_epochs)
+    what += fmt::format(", to the end of epoch {}", t.epochs - 1);
+  else
+    what += fmt::format(" (--max-steps {} reached after {}; --epochs {})", t.max_steps,
+                        step_words(end - 1, steps_per_epoch), t.epochs);
+  std::string line = fmt::format("finished: {} in {:.2f} s of training", what, seconds);
+  if (reports.back().test.count > 0)
+    line += fmt::format("; final test accuracy {:.2f}%", 100.0 * reports.back().test.accuracy());
+  return line;
+}
+
+}  // namespace
+
+int run_train(const TrainOptions& o, const LaunchInfo& launch, ProcessGroup* group) {
+  // From here on, SIGINT, SIGTERM, SIGHUP and SIGPIPE end the run after the step in progress, with a
+  // checkpoint.
+  StopSignals signals;
+  const bool root = !group || group->rank() == 0;  // only rank 0 prints the log and writes files
+  const int world_size = group ? group->size() : 1;
+  TrainConfig t = o.train;
+  if (root) {
+    console_print(stdout, "mnist-dp: SimpleNet 784-256-10, {} parameters\n", ParamLayout::kCount);
+    if (group)
+      console_print(stdout, "processes: {} started by {}; {}\n", world_size, launcher_name(launch.launcher),
+                    group->description());
+    // Before anything is loaded: a run must not do an epoch of work to find that it cannot save it, nor
+    // destroy one of its own files.
+    check_distinct_files(o);
+    check_outputs_writable(o);
+  }
+  const Placement placement = choose_placement(o, launch);
+  const DataSplits data = load_data(o, root);
+  if (group) require_same_on_all_ranks(*group, run_settings(t, data, placement.replicas, placement.gpu));
+  StartState start = root ? start_state(o, t, data) : StartState{};
+  if (group) start = share_start_state(*group, std::move(start), t);
+  t.start_step = start.step;
+  if (o.save)
+    signals.set_message_on_kill(
+        o.resume && root && same_file(*o.resume, *o.save)
+            ? fmt::format(
+                  "mnist-dp: stopped at once by a second signal; {} is left as it was, the checkpoint "
+                  "resumed from (after {} steps)\n",
+                  o.save->string(), start.step)
+            : fmt::format("mnist-dp: stopped at once by a second signal, before this run saved a checkpoint; "
+                          "nothing of it is in {}\n",
+                          o.save->string()));
+  else
+    signals.set_message_on_kill(
+        "mnist-dp: stopped at once by a second signal; nothing was saved (--save PATH keeps the progress)\n");
+  std::vector<std::unique_ptr<Replica>> replicas = make_replicas(o, data, placement);
+  std::unique_ptr<Communicator> communicator = make_communicator(placement, replicas, group, rank_timeout(o));
+  if (root) print_placement(placement, replicas, *communicator, t.batch_size, data.train.count, world_size);
+  if (root && !placement.gpu) {
+    const std::vector<std::string> ignored = ignored_gpu_options(o);
+    if (!ignored.empty())
+      console_print(stdout, "note: training on the CPU, so these GPU-only options are ignored: {}\n",
+                    fmt::format("{}", fmt::join(ignored, ", ")));
+  }
+  if (o.explain && root) {
+    std::vector<std::string> names;
+    for (const auto& r : replicas)
+      names.push_back(r->description());
+    for (int r = static_cast<int>(replicas.size()); r < static_cast<int>(replicas.size()) * world_size; ++r)
+      names.push_back(fmt::format("rank {}", r / static_cast<int>(replicas.size())));
+    explain_first_step(stdout, t, data.train.count, names, communicator->description());
+  }
+
+  // The trainer broadcasts replica 0's parameters to the other replicas, and rank 0's to the other ranks
+  // (which hold none of their own here).
+  if (root) replicas[0]->load_parameters(start.params);
+  if (start.momentum)
+    for (auto& r : replicas)
+      r->load_momentum(*start.momentum);
+
+  std::unique_ptr<MetricsWriter> metrics;
+  if (o.metrics && root)
+    metrics = std::make_unique<MetricsWriter>(*o.metrics, start_record(t, data, replicas));
+
+  if (root)
+    console_print(stdout, "training: {} epoch{}, batch {}, {}, seed {}; host memory {:.0f} MiB\n", t.epochs,
+                  t.epochs == 1 ? "" : "s", t.batch_size, sgd_words(t.sgd), t.seed,
+                  static_cast<double>(host_rss_bytes()) / kMiB);
+
+  // mpirun hands its processes a pseudo-terminal whatever its own output is, so under MPI the progress line
+  // is drawn only when asked for.
+  const bool terminal = isatty(fileno(stdout)) != 0 && launch.launcher != Launcher::Mpi;
+  const bool progress =
+      root && (o.progress == ProgressMode::On || (o.progress == ProgressMode::Auto && terminal));
+  Trainer trainer(std::move(replicas), std::move(communicator), data.train.count, t, group);
+  const int steps_per_epoch = trainer.steps_per_epoch();
+  std::optional<ConsoleListener> console;
+  if (root) console.emplace(stdout, progress, t.epochs, t.batch_size);
+#ifdef MNISTDP_CUDA_EMULATED
+  if (console && placement.gpu) console->mark_times_emulated();
+#endif
+  CheckpointListener checkpoints(o, t, data, trainer, signals, root);
+  Listeners listener({console ? &*console : nullptr, &checkpoints, metrics.get()});
+  const std::vector<EpochReport> reports = trainer.run(listener);
+  if (o.trace && root) {
+    std::vector<std::string> names;
+    for (const auto& r : trainer.replicas())
+      names.push_back(r->description());
+    const std::vector<std::vector<StepMarks>> marks = trainer.take_trace();
+    write_chrome_trace(*o.trace, marks, names, t.start_step);
+    const long traced = marks.empty() ? 0 : static_cast<long>(marks.front().size());
+    if (traced == 0)
+      console_print(stdout, "timeline: no step was run; {} holds no step\n", o.trace->string());
+    else
+      console_print(stdout,
+                    "timeline of {} step{} ({}) written to {} (open it in ui.perfetto.dev or "
+                    "chrome://tracing)\n",
+                    traced, traced == 1 ? "" : "s",
+                    steps_words(t.start_step, t.start_step + traced - 1, steps_per_epoch), o.trace->string());
+  }
+  // Every rank waits here until rank 0 has written its files: a failure there still reaches them all.
+  if (group) group->any(false);
+
+  if (signals.requested()) {
+    const int sig = signals.signal();
+    if (!root) return 128 + sig;
+    const long end = reports.empty() ? t.start_step : reports.back().total_steps;
+    const std::string why = sig == SIGPIPE  ? "SIGPIPE (standard output was closed)"
+                            : sig == SIGHUP ? "SIGHUP (the terminal was closed)"
+                                            : signal_name(sig);
+    const std::string where = end == t.start_step ? std::string("before its first step")
+                                                  : fmt::format("after {} ({} steps in all)",
+                                                                step_words(end - 1, steps_per_epoch), end);
+    if (o.save && checkpoints.saved_step() >= 0)
+      console_print(stderr,
+                    "mnist-dp: stopped by {} {}; checkpoint saved to {} (continue with --resume {})\n", why,
+                    where, o.save->string(), o.save->string());
+    else
+      console_print(stderr, "mnist-dp: stopped by {} {}; nothing saved (--save PATH keeps the progress)\n",
+                    why, where);
+    return 128 + sig;
+  }
+  if (!root) return 0;
+  console_print(stdout, "{}\n", finished_line(t, reports, steps_per_epoch));
+  if (o.save && checkpoints.saved_step() >= 0) console_print(stdout, "checkpoint: {}\n", o.save->string());
+  return 0;
+}
+
+int run_eval(const EvalOptions& e) {
+  TrainOptions o;
+  o.data = e.data;
+  o.device = e.device;
+  o.gemm = e.gemm;
+  o.devices = std::to_string(0);  // the first visible GPU (a string literal here trips GCC 12 bug 105329)
+  o.replicas = 1;
+  const Checkpoint c = load_checkpoint(e.checkpoint);
+  const Placement placement = choose_placement(o, LaunchInfo{}, "evaluating");
+  const DataSplits data = load_data(o, true);
+  std::vector<std::unique_ptr<Replica>> replicas = make_replicas(o, data, placement);
+  replicas[0]->load_parameters(c.params);
+  const EvalResult r = replicas[0]->evaluate();
+  console_print(stdout, "{}: test loss {:.4f}, test accuracy {:.2f}% ({} of {} images) on {}\n",
+                e.checkpoint.string(), r.mean_loss(), 100.0 * r.accuracy(), r.correct, r.count,
+                replicas[0]->description());
+  if (e.json)
+    console_print(stdout, "{}\n",
+                  nlohmann::json{{"checkpoint", e.checkpoint.string()},
+                                 {"test_loss", r.mean_loss()},
+                                 {"test_accuracy", r.accuracy()},
+                                 {"correct", r.correct},
+                                 {"count", r.count},
+                                 {"device", replicas[0]->description()}}
+                      .dump());
+  return 0;
+}
+
+}  // namespace mnistdp

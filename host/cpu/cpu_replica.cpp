@@ -1,0 +1,159 @@
+#include "host/cpu/cpu_replica.hpp"
+
+#include <fmt/format.h>
+#include <algorithm>
+#include <numeric>
+#include <stdexcept>
+
+#include "host/model/init.hpp"
+#include "host/model/params.hpp"
+#include "kernels/gather.hpp"
+#include "kernels/linear.hpp"
+#include "kernels/softmax_xent.hpp"
+
+namespace mnistdp {
+
+namespace {
+
+constexpr int kIn = ParamLayout::kInput;
+constexpr int kHid = ParamLayout::kHidden;
+constexpr int kOut = ParamLayout::kClasses;
+// Evaluation runs in chunks this large: big enough for BLAS to be efficient, small enough to stay in cache.
+constexpr int kEvalChunk = 500;
+
+void check_size(std::size_t got, std::size_t want, const char* what) {
+  if (got != want)
+    throw std::invalid_argument(fmt::format("{}: expected {} values, got {}", what, want, got));
+}
+
+}  // namespace
+
+CpuReplica::CpuReplica(const DataSplits& data, int index)
+    : data_(data), index_(index), params_(ParamLayout::kCount), grads_(ParamLayout::kGradCount) {}
+
+std::string CpuReplica::description() const {
+  return fmt::format("cpu:{}", index_);
+}
+
+void CpuReplica::load_parameters(std::span<const float> params) {
+  check_size(params.size(), ParamLayout::kCount, "load_parameters");
+  std::copy(params.begin(), params.end(), params_.begin());
+}
+
+void CpuReplica::store_parameters(std::span<float> params) {
+  check_size(params.size(), ParamLayout::kCount, "store_parameters");
+  std::copy(params_.begin(), params_.end(), params.begin());
+}
+
+void CpuReplica::load_momentum(std::span<const float> momentum) {
+  if (momentum.empty()) {  // no buffer yet, as before a first step with momentum
+    momentum_.clear();
+    has_momentum_ = false;
+    return;
+  }
+  check_size(momentum.size(), ParamLayout::kCount, "load_momentum");
+  momentum_.assign(momentum.begin(), momentum.end());
+  has_momentum_ = true;
+}
+
+void CpuReplica::store_momentum(std::span<float> momentum) {
+  check_size(momentum.size(), ParamLayout::kCount, "store_momentum");
+  if (!has_momentum_) throw std::logic_error("store_momentum: no momentum buffer yet");
+  std::copy(momentum_.begin(), momentum_.end(), momentum.begin());
+}
+
+void CpuReplica::make_epoch_order(std::uint64_t seed, int epoch) {
+  order_.resize(static_cast<std::size_t>(data_.train.count));
+  epoch_order(order_, seed, epoch);
+}
+
+void CpuReplica::set_epoch_order(std::span<const std::int32_t> order) {
+  check_size(order.size(), static_cast<std::size_t>(data_.train.count), "set_epoch_order");
+  for (std::int32_t row : order)
+    if (row < 0 || row >= data_.train.count)
+      throw std::out_of_range(
+          fmt::format("set_epoch_order: row {} outside the training set of {} rows", row, data_.train.count));
+  order_.assign(order.begin(), order.end());
+}
+
+void CpuReplica::reserve_rows(int rows) {
+  if (rows <= capacity_rows_) return;
+  const auto n = static_cast<std::size_t>(rows);
+  x_.resize(n * kIn);
+  y_.resize(n);
+  hidden_.resize(n * kHid);
+  logits_.resize(n * kOut);
+  dlogits_.resize(n * kOut);
+  dhidden_.resize(n * kHid);
+  capacity_rows_ = rows;
+}
+
+void CpuReplica::forward(int rows) {
+  const auto p = ParamViews<const float>::of(params_.data());
+  blas::linear_forward(x_.data(), p.fc1_weight, p.fc1_bias, hidden_.data(), {rows, kIn, kHid}, /*relu=*/true);
+  blas::linear_forward(hidden_.data(), p.fc2_weight, p.fc2_bias, logits_.data(), {rows, kHid, kOut},
+                       /*relu=*/false);
+}
+
+void CpuReplica::compute_gradients(int first, int count, int global_batch) {
+  if (first < 0 || count < 0 ||
+      static_cast<std::size_t>(first) + static_cast<std::size_t>(count) > order_.size())
+    throw std::out_of_range(fmt::format("compute_gradients: rows [{}, {}) outside the epoch of {} rows",
+                                        first, first + count, order_.size()));
+  if (global_batch < 1 || count > global_batch)
+    throw std::invalid_argument(
+        fmt::format("compute_gradients: global batch {} for a shard of {} rows", global_batch, count));
+  reserve_rows(std::max(count, 1));
+  timeline_.mark(Mark::gather);
+  ref::gather_normalize(data_.train.images.data(), data_.train.labels.data(), order_.data() + first,
+                        x_.data(), y_.data(), count, kIn);
+  timeline_.mark(Mark::forward);
+  forward(count);
+
+  const auto p = ParamViews<const float>::of(params_.data());
+  const auto g = ParamViews<float>::of(grads_.data());
+  timeline_.mark(Mark::loss);
+  grads_[ParamLayout::kLossSlot] = ref::softmax_xent(logits_.data(), y_.data(), dlogits_.data(), count, kOut,
+                                                     1.0f / static_cast<float>(global_batch));
+  timeline_.mark(Mark::backward);
+  blas::linear_backward(dlogits_.data(), hidden_.data(), p.fc2_weight, g.fc2_weight, g.fc2_bias,
+                        dhidden_.data(), {count, kHid, kOut}, /*relu_mask=*/true);
+  blas::linear_backward(dhidden_.data(), x_.data(), p.fc1_weight, g.fc1_weight, g.fc1_bias, /*dx=*/nullptr,
+                        {count, kIn, kHid}, /*relu_mask=*/false);
+  timeline_.mark(Mark::backward_end);
+}
+
+void CpuReplica::sgd_step(const SgdConfig& cfg) {
+  const bool use_momentum = cfg.momentum != 0.0f;
+  const bool first_step = use_momentum && !has_momentum_;
+  if (first_step) momentum_.resize(ParamLayout::kCount);
+  timeline_.mark(Mark::sgd);
+  ref::sgd_step(params_.data(), grads_.data(), use_momentum ? momentum_.data() : nullptr, ParamLayout::kCount,
+                cfg, first_step);
+  has_momentum_ = has_momentum_ || use_momentum;
+  timeline_.mark(Mark::sgd_end);
+}
+
+float CpuReplica::loss_sum() {
+  return grads_[ParamLayout::kLossSlot];
+}
+
+EvalResult CpuReplica::evaluate() {
+  const Dataset& test = data_.test;
+  reserve_rows(std::min(kEvalChunk, std::max(test.count, 1)));
+  std::vector<std::int32_t> rows(static_cast<std::size_t>(std::min(kEvalChunk, test.count)));
+  EvalResult result;
+  for (int first = 0; first < test.count; first += kEvalChunk) {
+    const int count = std::min(kEvalChunk, test.count - first);
+    std::iota(rows.begin(), rows.begin() + count, first);
+    ref::gather_normalize(test.images.data(), test.labels.data(), rows.data(), x_.data(), y_.data(), count,
+                          kIn);
+    forward(count);
+    result.loss_sum += ref::softmax_xent(logits_.data(), y_.data(), /*dlogits=*/nullptr, count, kOut, 1.0f);
+    result.correct += ref::count_correct(logits_.data(), y_.data(), count, kOut);
+    result.count += count;
+  }
+  return result;
+}
+
+}  // namespace mnistdp

@@ -1,0 +1,58 @@
+#pragma once
+// A replica on the CPU: the reference ops where they are cheap, OpenBLAS for the matrix products.
+#include <cstdint>
+#include <vector>
+
+#include "host/training/replica.hpp"
+#include "mnist_io/dataset.hpp"
+
+namespace mnistdp {
+
+class CpuReplica final : public Replica {
+ public:
+  // data must outlive the replica; CPU replicas share it read-only instead of each holding a copy.
+  CpuReplica(const DataSplits& data, int index);
+
+  std::string description() const override;
+  void load_parameters(std::span<const float> params) override;
+  void store_parameters(std::span<float> params) override;
+  void load_momentum(std::span<const float> momentum) override;
+  void store_momentum(std::span<float> momentum) override;
+  bool has_momentum() const override { return has_momentum_; }
+  void make_epoch_order(std::uint64_t seed, int epoch) override;
+  void set_epoch_order(std::span<const std::int32_t> order) override;
+  void compute_gradients(int first, int count, int global_batch) override;
+  float* gradient_buffer() override { return grads_.data(); }
+  void sgd_step(const SgdConfig& cfg) override;
+  float loss_sum() override;
+  bool loss_on_host() const override { return true; }
+  EvalResult evaluate() override;
+  void trace_steps(long steps) override { timeline_.start(steps); }
+  std::vector<StepMarks> take_trace() override { return timeline_.take(); }
+
+ private:
+  // Resizes the activations for `rows` rows; a no-op once they are large enough.
+  void reserve_rows(int rows);
+  // Forward pass over x_ (rows already gathered) into logits_.
+  void forward(int rows);
+
+  const DataSplits& data_;
+  int index_;
+  std::vector<float> params_;    // [kCount]
+  std::vector<float> grads_;     // [kGradCount], the loss sum in the last slot
+  std::vector<float> momentum_;  // [kCount] once the first momentum step has run
+  bool has_momentum_ = false;
+  std::vector<std::int32_t> order_;  // [train.count]
+
+  // Activations, [rows, width] row-major.
+  int capacity_rows_ = 0;
+  std::vector<float> x_;         // [rows, 784]
+  std::vector<std::uint8_t> y_;  // [rows]
+  std::vector<float> hidden_;    // [rows, 256] after ReLU
+  std::vector<float> logits_;    // [rows, 10]
+  std::vector<float> dlogits_;   // [rows, 10]
+  std::vector<float> dhidden_;   // [rows, 256]
+  HostTimeline timeline_;        // the marks of traced steps (--trace)
+};
+
+}  // namespace mnistdp

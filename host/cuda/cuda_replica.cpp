@@ -1,0 +1,674 @@
+#include "host/cuda/cuda_replica.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <numeric>
+#include <stdexcept>
+#include <utility>
+
+#include "host/cuda/fused_kernels.hpp"
+#include "host/model/init.hpp"
+#include "host/model/params.hpp"
+#include "kernels/accuracy_cuda.hpp"
+#include "kernels/classifier_head_cuda.hpp"
+#include "kernels/cuda_check.hpp"
+#include "kernels/epoch_order_cuda.hpp"
+#include "kernels/gather_cuda.hpp"
+#include "kernels/loss_watch.hpp"
+#include "kernels/persistent_step_cuda.hpp"
+#include "kernels/sgd_cuda.hpp"
+#include "kernels/softmax_xent_cuda.hpp"
+#include "kernels/step_cursor_cuda.hpp"
+
+namespace mnistdp {
+namespace {
+
+using L = ParamLayout;
+
+constexpr double kMiB = 1024.0 * 1024.0;
+constexpr double kGiB = kMiB * 1024.0;
+
+// Validates the index and makes the device current; the constructor's first step, so that every member
+// allocated after it lands on that device.
+int select_device(int device) {
+  int count = 0;
+  CUDA_CHECK(cudaGetDeviceCount(&count));
+  if (device < 0 || device >= count) {
+    throw std::invalid_argument(
+        fmt::format("CUDA device {} does not exist ({} visible: 0 to {})", device, count, count - 1));
+  }
+  CUDA_CHECK(cudaSetDevice(device));
+  return device;
+}
+
+void check_split(const Dataset& d, const char* which) {
+  const auto pixels = static_cast<std::size_t>(L::kInput);
+  if (d.count < 0 || d.images.size() != static_cast<std::size_t>(d.count) * pixels ||
+      d.labels.size() != static_cast<std::size_t>(d.count)) {
+    throw std::invalid_argument(
+        fmt::format("CudaReplica: the {} set is malformed ({} images, {} pixel bytes, {} "
+                    "labels)",
+                    which, d.count, d.images.size(), d.labels.size()));
+  }
+  const auto bad =
+      std::find_if(d.labels.begin(), d.labels.end(), [](std::uint8_t y) { return y >= L::kClasses; });
+  if (bad != d.labels.end()) {
+    throw std::invalid_argument(fmt::format("CudaReplica: {} label {} at row {} is not a class (0 to {})",
+                                            which, static_cast<int>(*bad), bad - d.labels.begin(),
+                                            L::kClasses - 1));
+  }
+}
+
+template <typename T>
+DeviceBuffer<T> upload(const std::vector<T>& host, cudaStream_t stream) {
+  DeviceBuffer<T> dev(host.size());
+  if (!host.empty()) {
+    CUDA_CHECK(cudaMemcpyAsync(dev.data(), host.data(), dev.bytes(), cudaMemcpyHostToDevice, stream));
+  }
+  return dev;
+}
+
+}  // namespace
+
+int count_cuda_devices(std::string& why_none) {
+  why_none.clear();
+  int count = 0;
+  if (const cudaError_t status = cudaGetDeviceCount(&count); status != cudaSuccess) {
+    why_none = fmt::format("cudaGetDeviceCount failed: {} ({})", cudaGetErrorName(status),
+                           cudaGetErrorString(status));
+    static_cast<void>(cudaGetLastError());
+    return 0;
+  }
+  if (count == 0) why_none = "no CUDA device is visible";
+  return count;
+}
+
+std::vector<CudaDeviceInfo> list_cuda_devices(const std::vector<int>& indices, std::string& why_none) {
+  const int count = count_cuda_devices(why_none);
+  if (count == 0) return {};
+  std::vector<int> wanted = indices;
+  if (wanted.empty())
+    for (int i = 0; i < count; ++i)
+      wanted.push_back(i);
+  int current = 0;
+  if (const cudaError_t status = cudaGetDevice(&current); status != cudaSuccess) {
+    why_none =
+        fmt::format("cudaGetDevice failed: {} ({})", cudaGetErrorName(status), cudaGetErrorString(status));
+    static_cast<void>(cudaGetLastError());
+    return {};
+  }
+  std::vector<CudaDeviceInfo> devices;
+  for (int i : wanted) {
+    CudaDeviceInfo info;
+    const char* call = "";
+    if (const cudaError_t status = query_cuda_device(i, info, &call); status != cudaSuccess) {
+      why_none = fmt::format("CUDA device {} did not answer: {} failed: {} ({})", i, call,
+                             cudaGetErrorName(status), cudaGetErrorString(status));
+      static_cast<void>(cudaGetLastError());
+      static_cast<void>(cudaSetDevice(current));
+      return {};
+    }
+    devices.push_back(std::move(info));
+  }
+  static_cast<void>(cudaSetDevice(current));
+  return devices;
+}
+
+cudaError_t query_cuda_device(int index, CudaDeviceInfo& info, const char** failed_call) {
+  auto fail = [&](cudaError_t status, const char* call) {
+    if (failed_call) *failed_call = call;
+    return status;
+  };
+  if (const cudaError_t status = cudaSetDevice(index); status != cudaSuccess)
+    return fail(status, "cudaSetDevice");
+  cudaDeviceProp prop{};
+  if (const cudaError_t status = cudaGetDeviceProperties(&prop, index); status != cudaSuccess)
+    return fail(status, "cudaGetDeviceProperties");
+  info.index = index;
+  info.name = prop.name;
+  info.total_memory = prop.totalGlobalMem;
+  info.sm_count = prop.multiProcessorCount;
+  info.cc_major = prop.major;
+  info.cc_minor = prop.minor;
+  std::size_t total_bytes = 0;
+  if (const cudaError_t status = cudaMemGetInfo(&info.free_memory, &total_bytes); status != cudaSuccess)
+    return fail(status, "cudaMemGetInfo");
+  return cudaSuccess;
+}
+
+GemmImpl parse_gemm_impl(const std::string& name) {
+  for (GemmImpl impl :
+       {GemmImpl::naive, GemmImpl::tiled, GemmImpl::blocked, GemmImpl::slab, GemmImpl::cublas}) {
+    if (name == gemm_impl_name(impl)) return impl;
+  }
+  throw std::invalid_argument(
+      fmt::format("unknown GEMM implementation '{}': choose naive, tiled, blocked, slab or cublas", name));
+}
+
+CudaReplica::CudaReplica(const DataSplits& data, int device, const CudaStepOptions& options)
+    : device_(select_device(device)),
+      gemm_(options.gemm),
+      tf32_(options.tf32),
+      fused_head_(options.fused_head),
+      fused_step_(options.fused_step),
+      fused_order_(options.programmatic_launch ? cuda::LaunchOrder::programmatic : cuda::LaunchOrder::serial),
+      persistent_(options.persistent),
+      persistent_blocks_per_sm_(options.persistent_blocks_per_sm),
+      graphs_on_(options.cuda_graphs),
+      steps_per_graph_(options.steps_per_graph) {
+  check_split(data.train, "training");
+  check_split(data.test, "test");
+  if (steps_per_graph_ < 1)
+    throw std::invalid_argument(fmt::format("CudaReplica: {} steps a graph", steps_per_graph_));
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
+  device_name_ = prop.name;
+  cc_major_ = prop.major;
+  cc_minor_ = prop.minor;
+  sm_count_ = prop.multiProcessorCount;
+  if (fused_order_ == cuda::LaunchOrder::programmatic && cc_major_ < 9) {
+    throw std::invalid_argument(fmt::format(
+        "programmatic dependent launch (--pdl) needs compute capability 9.0 or newer; cuda:{} {} is sm_{}{}",
+        device_, device_name_, cc_major_, cc_minor_));
+  }
+  if (persistent_ && !(fused_step_ && graphs_on_))
+    throw std::invalid_argument("CudaReplica: the persistent kernel runs fused steps, with CUDA graphs on");
+  if (persistent_) {
+    // More blocks than stay resident are refused now rather than at the first step: the grid-wide barrier
+    // would wait for blocks that never start. A device without cooperative launches is refused only where
+    // the kernel would run, once the replica is handed its all-reduce (adopt_all_reduce).
+    persistent_most_blocks_per_sm_ = cuda::persistent_step_max_blocks_per_sm();
+    const int most = std::max(persistent_most_blocks_per_sm_, 1);
+    if (persistent_blocks_per_sm_ < 1 || persistent_blocks_per_sm_ > most) {
+      throw std::invalid_argument(
+          fmt::format("the persistent kernel on cuda:{} {} takes 1 to {} blocks an SM, not {}", device_,
+                      device_name_, most, persistent_blocks_per_sm_));
+    }
+  }
+  if (tf32_ && gemm_ != GemmImpl::cublas)
+    throw std::invalid_argument("TF32 (--tf32) is cuBLAS's: it needs --gemm cublas");
+  if (gemm_ == GemmImpl::cublas) cublas_.emplace(stream_.get(), tf32_);
+
+  const cudaStream_t s = stream_.get();
+  train_count_ = data.train.count;
+  test_count_ = data.test.count;
+  train_images_ = upload(data.train.images, s);
+  train_labels_ = upload(data.train.labels, s);
+  test_images_ = upload(data.test.images, s);
+  test_labels_ = upload(data.test.labels, s);
+  std::vector<std::int32_t> rows(static_cast<std::size_t>(test_count_));
+  std::iota(rows.begin(), rows.end(), 0);
+  test_rows_ = upload(rows, s);
+  order_ = DeviceBuffer<std::int32_t>(static_cast<std::size_t>(train_count_));
+  order_keys_ = DeviceBuffer<std::uint64_t>(static_cast<std::size_t>(train_count_));
+  // One order made now, so that Thrust's temporaries are allocated here, counted in device_bytes(), and
+  // never during training.
+  cuda::epoch_order(order_.data(), order_keys_.data(), train_count_, epoch_shuffle_seed(0, 0),
+                    thrust_scratch_, s);
+  for (std::size_t i = 0; i < order_staging_.size(); ++i) {
+    order_staging_[i] = PinnedBuffer<std::int32_t>(static_cast<std::size_t>(train_count_));
+    order_copied_[i].emplace(cudaEventDisableTiming);
+  }
+
+  params_ = DeviceBuffer<float>(L::kCount);
+  grads_ = DeviceBuffer<float>(L::kGradCount);
+  momentum_ = DeviceBuffer<float>(L::kCount);
+  // Zeros until the first step, so that a gradient buffer read early holds no garbage.
+  CUDA_CHECK(cudaMemsetAsync(params_.data(), 0, params_.bytes(), s));
+  CUDA_CHECK(cudaMemsetAsync(grads_.data(), 0, grads_.bytes(), s));
+
+  cursor_ = DeviceBuffer<int>(1);
+  launch_ = choose_step_launch();
+  ensure_rows(std::max(kInitialRows, std::min(kEvalChunk, std::max(test_count_, 1))));
+  const int chunks = (test_count_ + kEvalChunk - 1) / kEvalChunk;
+  eval_loss_ = DeviceBuffer<float>(static_cast<std::size_t>(chunks));
+  eval_correct_ = DeviceBuffer<std::uint8_t>(static_cast<std::size_t>(test_count_));
+  host_loss_ = PinnedBuffer<float>(1);
+  loss_watch_ = DeviceBuffer<cuda::LossWatch>(1);
+  host_watch_ = PinnedBuffer<cuda::LossWatch>(1);
+  cuda::start_loss_watch(loss_watch_.data(), 0, s);
+  stream_.synchronize();  // the uploads read host vectors the caller may free
+}
+
+CudaReplica::~CudaReplica() {
+  // Members are freed after this body runs; the stream's work must be done and cuBLAS's handle destroyed on
+  // its own device.
+  if (cudaSetDevice(device_) == cudaSuccess) static_cast<void>(cudaStreamSynchronize(stream_.get()));
+}
+
+void CudaReplica::activate() const {
+  CUDA_CHECK(cudaSetDevice(device_));
+}
+
+void CudaReplica::ensure_rows(int rows) {
+  if (rows <= rows_) return;
+  launch_->launch_queued();  // with the buffers they were queued for
+  const auto n = static_cast<std::size_t>(rows);
+  // Launches in flight may still read the old buffers. Waiting here is cheap: it happens once, at the largest
+  // shard (and cudaFree would wait for the device anyway).
+  stream_.synchronize();
+  // The step graphs hold the old buffers' addresses.
+  launch_->drop_graphs();
+  x_ = DeviceBuffer<float>(n * L::kInput);
+  y_ = DeviceBuffer<std::uint8_t>(n);
+  h_ = DeviceBuffer<float>(n * L::kHidden);
+  dh_ = DeviceBuffer<float>(n * L::kHidden);
+  logits_ = DeviceBuffer<float>(n * L::kClasses);
+  dlogits_ = DeviceBuffer<float>(n * L::kClasses);
+  rows_ = rows;
+}
+
+std::size_t CudaReplica::device_bytes() const {
+  return train_images_.bytes() + train_labels_.bytes() + test_images_.bytes() + test_labels_.bytes() +
+         test_rows_.bytes() + order_.bytes() + order_keys_.bytes() + thrust_scratch_.bytes() +
+         params_.bytes() + grads_.bytes() + momentum_.bytes() + x_.bytes() + y_.bytes() + h_.bytes() +
+         dh_.bytes() + logits_.bytes() + dlogits_.bytes() + cursor_.bytes() + eval_loss_.bytes() +
+         eval_correct_.bytes() + loss_watch_.bytes();
+}
+
+std::string CudaReplica::description() const {
+  // The fused step runs only once the communicator has handed this replica its all-reduce (a lone replica).
+  // Shards too large for the fused head run the plain launches (in graphs, with graphs on).
+  std::string fused;
+  if (fused_step_ || fused_head_) {
+    const char* what = !fused_step_ || !owns_all_reduce()                ? "fused head"
+                       : persistent_                                     ? "fused step, persistent kernel"
+                       : fused_order_ == cuda::LaunchOrder::programmatic ? "fused step, programmatic launch"
+                                                                         : "fused step";
+    fused =
+        fmt::format(", {} for shards of up to {} rows{}", what, cuda::classifier_head_max_rows(L::kClasses),
+                    fused_step_ && !owns_all_reduce() ? " (the fused step needs a lone replica)" : "");
+  }
+  std::string graphs;
+  if (persistent_ && owns_all_reduce())
+    graphs = fmt::format(
+        ", {} a launch, {} block{} an SM",
+        steps_per_graph_ == 1 ? std::string("1 step") : fmt::format("up to {} steps", steps_per_graph_),
+        persistent_blocks_per_sm_, persistent_blocks_per_sm_ == 1 ? "" : "s");
+  else if (graphs_on_ && steps_per_graph_ > 1)
+    graphs = owns_all_reduce() ? fmt::format(", CUDA graphs of up to {} steps", steps_per_graph_)
+                               : std::string(", CUDA graphs (several steps a graph need a lone replica)");
+  else if (graphs_on_)
+    graphs = ", CUDA graphs";
+  return fmt::format("cuda:{} {} (sm_{}{}, {} SMs), gemm {}{}{}, {:.1f} MiB of device memory", device_,
+                     device_name_, cc_major_, cc_minor_, sm_count_,
+                     fmt::format("{}{}", gemm_impl_name(gemm_), tf32_ ? " (TF32)" : ""), fused, graphs,
+                     static_cast<double>(device_bytes()) / kMiB);
+}
+
+cuda::GemmContext CudaReplica::gemm_context() const {
+  return {gemm_, stream_.get(), cublas_ ? cublas_->get() : nullptr};
+}
+
+void CudaReplica::load_parameters(std::span<const float> params) {
+  if (params.size() != L::kCount) {
+    throw std::invalid_argument(
+        fmt::format("load_parameters: {} values, expected {}", params.size(), L::kCount));
+  }
+  activate();
+  // Queued steps update the parameters this replaces; a recorded step computes with the parameters it was
+  // recorded with.
+  launch_->flush();
+  CUDA_CHECK(
+      cudaMemcpyAsync(params_.data(), params.data(), params_.bytes(), cudaMemcpyHostToDevice, stream_.get()));
+  synchronize();
+}
+
+void CudaReplica::store_parameters(std::span<float> params) {
+  if (params.size() != L::kCount) {
+    throw std::invalid_argument(
+        fmt::format("store_parameters: {} values, expected {}", params.size(), L::kCount));
+  }
+  activate();
+  launch_->launch_queued();
+  CUDA_CHECK(
+      cudaMemcpyAsync(params.data(), params_.data(), params_.bytes(), cudaMemcpyDeviceToHost, stream_.get()));
+  synchronize();
+}
+
+void CudaReplica::load_momentum(std::span<const float> momentum) {
+  if (!momentum.empty() && momentum.size() != L::kCount) {
+    throw std::invalid_argument(
+        fmt::format("load_momentum: {} values, expected {}", momentum.size(), L::kCount));
+  }
+  activate();
+  launch_->launch_queued();  // queued steps update the buffer this replaces
+  if (momentum.empty()) {    // no buffer yet, as before a first step with momentum
+    has_momentum_ = false;
+    return;
+  }
+  CUDA_CHECK(cudaMemcpyAsync(momentum_.data(), momentum.data(), momentum_.bytes(), cudaMemcpyHostToDevice,
+                             stream_.get()));
+  synchronize();
+  has_momentum_ = true;
+}
+
+void CudaReplica::store_momentum(std::span<float> momentum) {
+  if (!has_momentum_) throw std::logic_error("store_momentum: no momentum buffer yet (check has_momentum())");
+  if (momentum.size() != L::kCount) {
+    throw std::invalid_argument(
+        fmt::format("store_momentum: {} values, expected {}", momentum.size(), L::kCount));
+  }
+  activate();
+  launch_->launch_queued();
+  CUDA_CHECK(cudaMemcpyAsync(momentum.data(), momentum_.data(), momentum_.bytes(), cudaMemcpyDeviceToHost,
+                             stream_.get()));
+  synchronize();
+}
+
+void CudaReplica::make_epoch_order(std::uint64_t seed, int epoch) {
+  activate();
+  launch_->flush();  // queued and recorded steps read the order they were given with
+  // Queued on the stream after the steps already queued, which read the previous order; nothing waits.
+  cuda::epoch_order(order_.data(), order_keys_.data(), train_count_, epoch_shuffle_seed(seed, epoch),
+                    thrust_scratch_, stream_.get());
+  order_set_ = true;
+}
+
+void CudaReplica::set_epoch_order(std::span<const std::int32_t> order) {
+  if (order.size() != static_cast<std::size_t>(train_count_)) {
+    throw std::invalid_argument(
+        fmt::format("set_epoch_order: {} indices for a training set of {}", order.size(), train_count_));
+  }
+  // An index out of range would make the gather read outside the data set: check here, once per epoch.
+  const auto bad =
+      std::find_if(order.begin(), order.end(), [&](std::int32_t i) { return i < 0 || i >= train_count_; });
+  if (bad != order.end()) {
+    throw std::invalid_argument(
+        fmt::format("set_epoch_order: index {} at position {} is out of range", *bad, bad - order.begin()));
+  }
+  activate();
+  launch_->flush();  // queued and recorded steps read the order they were given with
+  // The copy is ordered on the stream after the steps already queued, which read the previous order.
+  if (!order.empty()) {
+    PinnedBuffer<std::int32_t>& staging = order_staging_[static_cast<std::size_t>(order_slot_)];
+    Event& copied = *order_copied_[static_cast<std::size_t>(order_slot_)];
+    copied.synchronize();  // the copy of two orders back, long done when a trainer calls once an epoch
+    std::copy(order.begin(), order.end(), staging.data());
+    CUDA_CHECK(cudaMemcpyAsync(order_.data(), staging.data(), order_.bytes(), cudaMemcpyHostToDevice,
+                               stream_.get()));
+    copied.record(stream_.get());
+    order_slot_ = 1 - order_slot_;
+  }
+  order_set_ = true;
+}
+
+void CudaReplica::fc1_forward(int rows) {
+  const auto w = ParamViews<float>::of(params_.data());
+  cuda::linear_forward(x_.data(), w.fc1_weight, w.fc1_bias, h_.data(), {rows, L::kInput, L::kHidden}, true,
+                       gemm_context());
+}
+
+void CudaReplica::forward(int rows) {
+  fc1_forward(rows);
+  const auto w = ParamViews<float>::of(params_.data());
+  cuda::linear_forward(h_.data(), w.fc2_weight, w.fc2_bias, logits_.data(), {rows, L::kHidden, L::kClasses},
+                       false, gemm_context());
+}
+
+StepView CudaReplica::step_view() {
+  StepView b;
+  b.images = train_images_.data();
+  b.labels = train_labels_.data();
+  b.order = order_.data();
+  b.cursor = cursor_.data();
+  b.params = params_.data();
+  b.grads = grads_.data();
+  b.momentum = momentum_.data();
+  b.x = x_.data();
+  b.y = y_.data();
+  b.h = h_.data();
+  b.dh = dh_.data();
+  b.logits = logits_.data();
+  b.dlogits = dlogits_.data();
+  b.watch = loss_watch_.data();
+  return b;
+}
+
+void CudaReplica::enqueue_fused_step(int count, int global_batch, const SgdConfig& cfg) {
+  // No timeline marks: traced steps run the plain way.
+  mnistdp::enqueue_fused_step(step_view(), count, global_batch, cfg, /*advance_cursor=*/true, fused_order_,
+                              stream_.get());
+  ++fused_head_steps_;
+  ++fused_steps_;
+}
+
+void CudaReplica::enqueue_classifier_head(int rows, float grad_scale) {
+  mnistdp::enqueue_classifier_head(step_view(), rows, grad_scale, stream_.get());
+  ++fused_head_steps_;
+}
+
+void CudaReplica::compute_gradients(int first, int count, int global_batch) {
+  if (!order_set_)
+    throw std::logic_error("compute_gradients: no epoch order (make_epoch_order or set_epoch_order) yet");
+  if (first < 0 || count < 0 || first > train_count_ - count) {
+    throw std::out_of_range(fmt::format("compute_gradients: rows [{}, {}) outside the training set of {}",
+                                        first, first + count, train_count_));
+  }
+  if (global_batch < 1 || count > global_batch) {
+    throw std::invalid_argument(
+        fmt::format("compute_gradients: global batch {} for a shard of {} rows", global_batch, count));
+  }
+  activate();
+  launch_->compute_gradients(first, count, global_batch);
+}
+
+void CudaReplica::zero_gradients() {
+  for (Mark m : {Mark::gather, Mark::forward, Mark::loss, Mark::backward})
+    mark(m);
+  CUDA_CHECK(cudaMemsetAsync(grads_.data(), 0, grads_.bytes(), stream_.get()));
+  mark(Mark::backward_end);
+}
+
+void CudaReplica::enqueue_gradients(int first, int count, int global_batch, bool from_cursor) {
+  const cudaStream_t s = stream_.get();
+  const auto w = ParamViews<float>::of(params_.data());
+  const auto g = ParamViews<float>::of(grads_.data());
+  const cuda::GemmContext ctx = gemm_context();
+
+  mark(Mark::gather);
+  if (from_cursor) {
+    cuda::gather_normalize_at(train_images_.data(), train_labels_.data(), order_.data(), cursor_.data(),
+                              x_.data(), y_.data(), count, L::kInput, s);
+  } else {
+    cuda::gather_normalize(train_images_.data(), train_labels_.data(), order_.data() + first, x_.data(),
+                           y_.data(), count, L::kInput, s);
+  }
+  // Scaled by 1 / global batch, not 1 / count: the replicas' gradients then sum to the global batch's.
+  const float grad_scale = 1.0f / static_cast<float>(global_batch);
+  mark(Mark::forward);
+  if (fused_head_ && cuda::classifier_head_fits(count, L::kClasses)) {
+    // fc1's forward; one kernel from fc2's forward to fc1's bias gradient (the trace's "loss" span); fc1's
+    // weight gradient.
+    fc1_forward(count);
+    mark(Mark::loss);
+    enqueue_classifier_head(count, grad_scale);
+    mark(Mark::backward);
+    cuda::linear_backward(dh_.data(), x_.data(), w.fc1_weight, g.fc1_weight, nullptr, nullptr,
+                          {count, L::kInput, L::kHidden}, false, ctx);
+  } else {
+    forward(count);
+    mark(Mark::loss);
+    cuda::softmax_xent(logits_.data(), y_.data(), dlogits_.data(), grads_.data() + L::kLossSlot, count,
+                       L::kClasses, grad_scale, s);
+    mark(Mark::backward);
+    cuda::linear_backward(dlogits_.data(), h_.data(), w.fc2_weight, g.fc2_weight, g.fc2_bias, dh_.data(),
+                          {count, L::kHidden, L::kClasses}, true, ctx);
+    cuda::linear_backward(dh_.data(), x_.data(), w.fc1_weight, g.fc1_weight, g.fc1_bias, nullptr,
+                          {count, L::kInput, L::kHidden}, false, ctx);
+  }
+  // Inside a graph: the next replay's rows start one global batch further on.
+  if (from_cursor) cuda::advance_cursor(cursor_.data(), global_batch, s);
+  mark(Mark::backward_end);
+}
+
+void CudaReplica::sgd_step(const SgdConfig& cfg) {
+  activate();
+  const bool with_momentum = cfg.momentum != 0.0f;
+  launch_->sgd_step(cfg, /*first_step=*/with_momentum && !has_momentum_);
+  if (with_momentum) has_momentum_ = true;
+}
+
+void CudaReplica::enqueue_sgd(const SgdConfig& cfg, bool first_step) {
+  const bool with_momentum = cfg.momentum != 0.0f;
+  mark(Mark::sgd);
+  // After the all-reduce: the loss slot holds the global batch's sum, the same on every replica.
+  cuda::sgd_step(params_.data(), grads_.data(), with_momentum ? momentum_.data() : nullptr, L::kCount, cfg,
+                 first_step, stream_.get(), grads_.data() + L::kLossSlot, loss_watch_.data());
+  mark(Mark::sgd_end);
+}
+
+bool CudaReplica::fused_step_takes(int count) const {
+  return fused_step_ && cuda::classifier_head_fits(count, L::kClasses);
+}
+
+void CudaReplica::enqueue_persistent_steps(int count, int global_batch, const SgdConfig& cfg, int first,
+                                           int steps) {
+  mnistdp::enqueue_persistent_steps(step_view(), count, global_batch, cfg, first, steps,
+                                    sm_count_ * persistent_blocks_per_sm_, stream_.get());
+  persistent_steps_ += steps;
+  ++persistent_launches_;
+}
+
+float* CudaReplica::gradient_buffer() {
+  // The buffer is read (by a communicator, or a test) once the caller has ordered itself after the stream;
+  // a recorded step must be on the stream by then.
+  if (launch_->holds_steps()) {
+    activate();
+    launch_->flush();
+  }
+  return grads_.data();
+}
+
+void CudaReplica::adopt_all_reduce(AllReduceFn all_reduce) {
+  if (!all_reduce) throw std::invalid_argument("adopt_all_reduce: no all-reduce given");
+  launch_->adopt_all_reduce(std::move(all_reduce));
+}
+
+void CudaReplica::release_all_reduce() noexcept {
+  launch_->release_all_reduce();
+}
+
+std::unique_ptr<StepLaunch> CudaReplica::choose_step_launch() {
+  if (persistent_) {
+    // A device without cooperative launches is refused only where the kernel would run: once the replica
+    // is handed its all-reduce.
+    std::string cant_launch;
+    if (persistent_most_blocks_per_sm_ == 0) {
+      cant_launch = fmt::format(
+          "the persistent kernel (--persistent) needs cooperative launches, which cuda:{} {} does not take "
+          "here",
+          device_, device_name_);
+    }
+    return make_persistent_step_launch(*this, steps_per_graph_, std::move(cant_launch));
+  }
+  if (graphs_on_ && steps_per_graph_ > 1) return make_queued_step_launch(*this, steps_per_graph_);
+  if (graphs_on_) return make_graph_step_launch(*this);
+  return make_plain_step_launch(*this);
+}
+
+void CudaReplica::mark(Mark m) {
+  if (trace_remaining_ <= 0) return;
+  trace_events_[static_cast<std::size_t>(traced_steps_ * kMarksPerStep + static_cast<int>(m))].record(
+      stream_.get());
+  if (m == Mark::sgd_end) {
+    ++traced_steps_;
+    --trace_remaining_;
+  }
+}
+
+void CudaReplica::trace_steps(long steps) {
+  activate();
+  launch_->flush();
+  trace_events_.clear();
+  traced_steps_ = 0;
+  trace_remaining_ = steps;
+  if (steps <= 0) return;
+  for (long i = 0; i < steps * kMarksPerStep; ++i)
+    trace_events_.emplace_back(cudaEventDefault);
+  // The anchor ties device time to the host's trace clock: the host reads its clock right after the anchor
+  // has completed, so the two differ by one synchronisation's latency at most.
+  trace_anchor_.emplace(cudaEventDefault);
+  trace_anchor_->record(stream_.get());
+  trace_anchor_->synchronize();
+  trace_anchor_us_ = trace_clock_us();
+}
+
+std::vector<StepMarks> CudaReplica::take_trace() {
+  std::vector<StepMarks> steps;
+  if (!trace_anchor_) return steps;
+  activate();
+  synchronize();
+  for (long k = 0; k < traced_steps_; ++k) {
+    StepMarks& marks = steps.emplace_back();
+    for (int m = 0; m < kMarksPerStep; ++m) {
+      const Event& e = trace_events_[static_cast<std::size_t>(k * kMarksPerStep + m)];
+      marks[static_cast<std::size_t>(m)] = trace_anchor_us_ + 1000.0 * e.elapsed_ms_since(*trace_anchor_);
+    }
+  }
+  trace_remaining_ = 0;
+  return steps;
+}
+
+void CudaReplica::synchronize() {
+  CUDA_CHECK(cudaMemcpyAsync(host_watch_.data(), loss_watch_.data(), loss_watch_.bytes(),
+                             cudaMemcpyDeviceToHost, stream_.get()));
+  stream_.synchronize();
+  seen_watch_ = host_watch_.data()[0];
+}
+
+bool CudaReplica::watch_losses(long next_step) {
+  activate();
+  launch_->launch_queued();  // steps already given are numbered as they were
+  cuda::start_loss_watch(loss_watch_.data(), next_step, stream_.get());
+  seen_watch_ = cuda::LossWatch{next_step, -1, 0.0f};
+  return true;
+}
+
+std::optional<NonFiniteLoss> CudaReplica::first_nonfinite_loss() const {
+  if (seen_watch_.first_bad < 0) return std::nullopt;
+  return NonFiniteLoss{static_cast<long>(seen_watch_.first_bad), seen_watch_.bad_loss_sum};
+}
+
+float CudaReplica::loss_sum() {
+  activate();
+  launch_->flush();
+  CUDA_CHECK(cudaMemcpyAsync(host_loss_.data(), grads_.data() + L::kLossSlot, sizeof(float),
+                             cudaMemcpyDeviceToHost, stream_.get()));
+  synchronize();
+  return host_loss_.data()[0];
+}
+
+EvalResult CudaReplica::evaluate() {
+  EvalResult result;
+  result.count = test_count_;
+  if (test_count_ == 0) return result;
+  activate();
+  launch_->launch_queued();  // the parameters after every step so far
+  const cudaStream_t s = stream_.get();
+  const int chunks = static_cast<int>(eval_loss_.size());
+  for (int c = 0; c < chunks; ++c) {
+    const int first = c * kEvalChunk;
+    const int rows = std::min(kEvalChunk, test_count_ - first);
+    cuda::gather_normalize(test_images_.data(), test_labels_.data(), test_rows_.data() + first, x_.data(),
+                           y_.data(), rows, L::kInput, s);
+    forward(rows);
+    cuda::softmax_xent(logits_.data(), y_.data(), nullptr, eval_loss_.data() + c, rows, L::kClasses, 1.0f, s);
+    cuda::mark_correct(logits_.data(), y_.data(), eval_correct_.data() + first, rows, L::kClasses,
+                       thrust_scratch_, s);
+  }
+  synchronize();  // a wait like the others: the device's record of the losses is read here too
+  // Two reductions over the whole test set, each returning its value to the host.
+  result.correct =
+      static_cast<long>(cuda::count_marked(eval_correct_.data(), test_count_, thrust_scratch_, s));
+  result.loss_sum = cuda::sum_in_double(eval_loss_.data(), chunks, thrust_scratch_, s);
+  return result;
+}
+
+std::unique_ptr<Replica> make_cuda_replica(const DataSplits& data, int device,
+                                           const CudaStepOptions& options) {
+  return std::make_unique<CudaReplica>(data, device, options);
+}
+
+}  // namespace mnistdp

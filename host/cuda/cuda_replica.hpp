@@ -1,0 +1,285 @@
+#pragma once
+// A replica of SimpleNet on one CUDA device. Everything it needs lives on that device: the uint8 data set
+// (uploaded once), the flat parameter, gradient and momentum buffers, the activations and the epoch's order.
+// A training step is a sequence of launches on the replica's stream with no host synchronisation; only
+// loss_sum(), evaluate() and the parameter copies wait for the device.
+//
+//
+// The replica owns the buffers and launches each operation of a step; how a step's launches reach the stream
+// (one by one, as CUDA graphs, several steps a graph, a persistent kernel) is a StepLaunch of its own
+// (step_launch.hpp), chosen from CudaStepOptions when the replica is made.
+#include <cuda_runtime_api.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "host/cuda/fused_kernels.hpp"
+#include "host/cuda/step_launch.hpp"
+#include "host/training/replica.hpp"
+#include "kernels/cuda_memory.hpp"
+#include "kernels/gemm_impl.hpp"
+#include "kernels/launch_order.hpp"
+#include "kernels/linear_cuda.hpp"
+#include "kernels/loss_watch.hpp"
+#include "kernels/thrust_scratch.hpp"
+#include "mnist_io/dataset.hpp"
+
+namespace mnistdp {
+
+struct CudaDeviceInfo {
+  int index = 0;
+  std::string name;
+  std::size_t total_memory = 0;  // bytes
+  std::size_t free_memory = 0;   // bytes, when listed
+  int sm_count = 0;
+  int cc_major = 0;  // compute capability, e.g. 9.0 for an H100 or H200
+  int cc_minor = 0;
+};
+
+// The number of CUDA devices this process sees; 0, with the reason in why_none, when there are none: any
+// error from the runtime counts as "no GPU" (without a driver cudaGetDeviceCount fails with
+// cudaErrorInsufficientDriver, not cudaErrorNoDevice).
+int count_cuda_devices(std::string& why_none);
+
+// The devices `indices` (each below count_cuda_devices()), or every visible device when `indices` is empty.
+// Creates a context on each device queried to read its free memory, and on no other: a device not asked for
+// is never touched, so that one that fails to answer cannot take the others down. Empty, with why_none
+// naming the device and the failing call, when any of them fails to answer.
+std::vector<CudaDeviceInfo> list_cuda_devices(const std::vector<int>& indices, std::string& why_none);
+
+// Makes device `index` current and fills `info` from its properties and free memory (which creates its
+// context). Returns the first failing status without throwing, and leaves the runtime's last error as the
+// failing call left it; when `failed_call` is given, it then names that call ("cudaSetDevice",
+// "cudaGetDeviceProperties" or "cudaMemGetInfo"). `info` may be partly filled after a failure.
+cudaError_t query_cuda_device(int index, CudaDeviceInfo& info, const char** failed_call = nullptr);
+
+// "naive", "tiled", "blocked", "slab" or "cublas"; anything else throws std::invalid_argument listing the
+// choices.
+GemmImpl parse_gemm_impl(const std::string& name);
+
+// How a CudaReplica runs a training step.
+struct CudaStepOptions {
+  GemmImpl gemm = GemmImpl::blocked;
+  // Replay each step as a CUDA graph (see CudaReplica).
+  bool cuda_graphs = false;
+  // fc2's forward and backward, the loss and fc1's bias gradient in one kernel (classifier_head_cuda.hpp),
+  // for shards small enough for it (cuda::classifier_head_fits); the plain launches otherwise. The same bits
+  // as the plain path with every GEMM but cuBLAS.
+  bool fused_head = false;
+  // The whole step in three kernels (the batch gathered inside fc1's forward product; the classifier head;
+  // fc1's weight gradient with every parameter's SGD step), where the replica owns its all-reduce (one
+  // replica, world size 1: the all-reduce is the identity) and replays whole steps (cuda_graphs). The same
+  // bits as the plain path with every GEMM but cuBLAS.
+  bool fused_step = false;
+  // With fused_step: the step's second and third kernels launched programmatically
+  // (kernels/launch_order.hpp), so that each may be scheduled while the one before finishes. Compute
+  // capability 9.0 and newer; the same bits.
+  bool programmatic_launch = false;
+  // With cuda_graphs, where the replica owns its all-reduce: up to this many consecutive steps replayed as
+  // one graph (1: a graph a step). Steps wait on the host until that many are queued or something reads.
+  int steps_per_graph = 1;
+  // With fused_step, where the replica owns its all-reduce: the queued steps (steps_per_graph at most)
+  // launched as one persistent kernel (kernels/persistent_step_cuda.hpp) instead of a graph: its phases a
+  // grid-wide barrier apart where the fused step's kernels are a kernel boundary apart. The same bits.
+  bool persistent = false;
+  // With persistent: the kernel's blocks per SM (1 to the most that stay resident). A device without
+  // cooperative launches is refused when the replica is handed its all-reduce, where the kernel would run.
+  int persistent_blocks_per_sm = 1;
+  // With gemm cublas: cuBLAS's products in TF32 on tensor cores (CublasHandle). Not the plain path's
+  // results: an option whose accuracy is measured, never the default.
+  bool tf32 = false;
+};
+
+class CudaReplica final : public Replica, private StepOps {
+ public:
+  // Rows per evaluation launch sequence: the test set goes through in chunks of this many rows.
+  static constexpr int kEvalChunk = 1024;
+  // Activation rows allocated up front (a larger training shard grows them once).
+  static constexpr int kInitialRows = 64;
+
+  // Uploads data.train and data.test to device `device` (throws CudaError, or std::invalid_argument for a bad
+  // device index or malformed data).
+  CudaReplica(const DataSplits& data, int device, const CudaStepOptions& options);
+  ~CudaReplica() override;
+
+  std::string description() const override;
+
+  void load_parameters(std::span<const float> params) override;
+  void store_parameters(std::span<float> params) override;
+  void load_momentum(std::span<const float> momentum) override;
+  void store_momentum(std::span<float> momentum) override;
+  bool has_momentum() const override { return has_momentum_; }
+
+  void make_epoch_order(std::uint64_t seed, int epoch) override;
+  void set_epoch_order(std::span<const std::int32_t> order) override;
+  void compute_gradients(int first, int count, int global_batch) override;
+  float* gradient_buffer() override;  // device memory, [ParamLayout::kGradCount]
+  // The same address, without launching a recorded step: for an adopted all-reduce, which runs inside one.
+  float* gradient_buffer_unchecked() { return grads_.data(); }
+  void sgd_step(const SgdConfig& cfg) override;
+  float loss_sum() override;
+  // Always on: each step's last kernel moves the record on (kernels/loss_watch.hpp); this numbers the steps.
+  bool watch_losses(long next_step) override;
+  std::optional<NonFiniteLoss> first_nonfinite_loss() const override;
+  EvalResult evaluate() override;
+  void trace_steps(long steps) override;
+  std::vector<StepMarks> take_trace() override;
+
+  // For the communicator: the device, and the stream every launch of this replica goes on (an all-reduce of
+  // gradient_buffer() must be ordered on it, after compute_gradients and before sgd_step). Steps queued by
+  // steps_per_graph are not on it until something launches them (gradient_buffer(), loss_sum(), any read):
+  // waiting on the stream alone does not wait for them.
+  int device() const { return device_; }
+  cudaStream_t stream() const override { return stream_.get(); }
+  // Bytes of device memory this replica holds (its buffers; the CUDA context and cuBLAS's workspace aside).
+  std::size_t device_bytes() const;
+
+  bool cuda_graphs() const { return graphs_on_; }
+  // The all-reduce of this replica's gradient buffer, enqueued on the stream it is given (the replica's own).
+  using AllReduceFn = ::mnistdp::AllReduceFn;
+  // For a communicator whose all-reduce of this replica needs no other replica's call beside it (world size
+  // 1), when the replica replays steps as graphs: the replica enqueues `all_reduce` itself, inside its step
+  // graph, between the gradients and the SGD step, and the communicator enqueues nothing for it.
+  void adopt_all_reduce(AllReduceFn all_reduce);
+  bool owns_all_reduce() const { return launch_->owns_all_reduce(); }
+  // Gives the all-reduce back: waits for the stream and drops every graph that holds it. For the
+  // communicator's destructor, before whatever the all-reduce uses goes away. Never throws.
+  void release_all_reduce() noexcept;
+
+  // How the steps ran (step_launch.hpp); zeros without CUDA graphs.
+  using GraphCounts = StepGraphCounts;
+  // Queued steps count once they are launched.
+  GraphCounts graph_counts() const { return launch_->graph_counts(); }
+  // Steps whose gradients were enqueued with the fused classifier head (launched, or captured into a graph).
+  long fused_head_steps() const { return fused_head_steps_; }
+  // Whole steps enqueued as the fused step's three kernels (launched, or captured into a graph).
+  long fused_steps() const { return fused_steps_; }
+  // Whole steps run by the persistent kernel, and its launches.
+  long persistent_steps() const { return persistent_steps_; }
+  long persistent_launches() const { return persistent_launches_; }
+
+ private:
+  // The launches a StepLaunch makes (step_launch.hpp).
+  void activate() const override;
+  void wait_for_stream() override { stream_.synchronize(); }
+  int* cursor() override { return cursor_.data(); }
+  bool tracing() const override { return trace_remaining_ > 0; }
+  void ensure_rows(int rows) override;
+  void zero_gradients() override;
+  void enqueue_gradients(int first, int count, int global_batch, bool from_cursor) override;
+  void enqueue_sgd(const SgdConfig& cfg, bool first_step) override;
+  bool fused_step_takes(int count) const override;
+  void enqueue_fused_step(int count, int global_batch, const SgdConfig& cfg) override;
+  void enqueue_persistent_steps(int count, int global_batch, const SgdConfig& cfg, int first,
+                                int steps) override;
+
+  // The way of launching steps that the options ask for (step_launch.hpp).
+  std::unique_ptr<StepLaunch> choose_step_launch();
+  cuda::GemmContext gemm_context() const;
+  // The forward pass of rows already gathered into x_ (and y_): h_ (fc1_forward), then logits_.
+  void fc1_forward(int rows);
+  void forward(int rows);
+  // The fused classifier head over h_ and y_: logits_, dlogits_, the loss slot, fc2's gradients, dh_ and
+  // fc1's bias gradient.
+  void enqueue_classifier_head(int rows, float grad_scale);
+  // This replica's buffers, for the fused kernels (host/cuda/fused_kernels.hpp).
+  StepView step_view();
+  // Waits for the stream, bringing a copy of the loss record along: every wait the host makes anyway
+  // refreshes what first_nonfinite_loss() says, and none is made for it alone.
+  void synchronize();
+  // Records a timeline mark on the stream while steps are being traced.
+  void mark(Mark m);
+
+  int device_;
+  GemmImpl gemm_;
+  bool tf32_ = false;
+  bool fused_head_ = false;
+  bool fused_step_ = false;
+  cuda::LaunchOrder fused_order_ = cuda::LaunchOrder::serial;
+  bool persistent_ = false;
+  int persistent_blocks_per_sm_ = 1;
+  // The device's most blocks per SM for the persistent kernel (queried with persistent); 0: no cooperative
+  // launches.
+  int persistent_most_blocks_per_sm_ = 0;
+  std::string device_name_;
+  int cc_major_ = 0;
+  int cc_minor_ = 0;
+  int sm_count_ = 0;
+
+  Stream stream_;
+  std::optional<CublasHandle> cublas_;
+
+  int train_count_ = 0;
+  int test_count_ = 0;
+  DeviceBuffer<std::uint8_t> train_images_;  // [train_count, 784]
+  DeviceBuffer<std::uint8_t> train_labels_;  // [train_count]
+  DeviceBuffer<std::uint8_t> test_images_;   // [test_count, 784]
+  DeviceBuffer<std::uint8_t> test_labels_;   // [test_count]
+  DeviceBuffer<std::int32_t> test_rows_;     // [test_count]: 0, 1, 2, ... (the test set's "order")
+  DeviceBuffer<std::int32_t> order_;         // [train_count]: this epoch's permutation
+  bool order_set_ = false;
+  // make_epoch_order's: the rows' sort keys, and Thrust's temporaries, allocated by the constructor's first
+  // sort and kept (the evaluation's reductions reuse them).
+  DeviceBuffer<std::uint64_t> order_keys_;  // [train_count]
+  ThrustScratch thrust_scratch_;
+  // set_epoch_order's way to order_: page-locked copies, two used in turn. A copy from pinned memory is
+  // queued without waiting (from pageable memory the driver may wait for the stream first), so the next
+  // epoch's order can be queued behind this epoch's steps. A staging buffer is written again only after the
+  // copy that read it, two orders back, has run (order_copied_).
+  std::array<PinnedBuffer<std::int32_t>, 2> order_staging_;  // [train_count] each
+  std::array<std::optional<Event>, 2> order_copied_;
+  int order_slot_ = 0;  // the staging buffer the next order goes through
+
+  DeviceBuffer<float> params_;    // [ParamLayout::kCount]
+  DeviceBuffer<float> grads_;     // [ParamLayout::kGradCount], the loss sum in the last slot
+  DeviceBuffer<float> momentum_;  // [ParamLayout::kCount]
+  bool has_momentum_ = false;
+
+  // Every step's loss checked on the device: the record (moved on by each step's last kernel), its copy's
+  // landing place, and the record as the host last saw it.
+  DeviceBuffer<cuda::LossWatch> loss_watch_;  // [1]
+  PinnedBuffer<cuda::LossWatch> host_watch_;  // [1]
+  cuda::LossWatch seen_watch_;
+
+  int rows_ = 0;                  // capacity of the activations, in rows
+  DeviceBuffer<float> x_;         // [rows, 784]
+  DeviceBuffer<std::uint8_t> y_;  // [rows]
+  DeviceBuffer<float> h_;         // [rows, 256], after the ReLU
+  DeviceBuffer<float> dh_;        // [rows, 256]
+  DeviceBuffer<float> logits_;    // [rows, 10]
+  DeviceBuffer<float> dlogits_;   // [rows, 10]
+
+  bool graphs_on_ = false;
+  int steps_per_graph_ = 1;
+  DeviceBuffer<int> cursor_;  // [1]: where the next step read from it has its rows in order_
+  long fused_head_steps_ = 0;
+  long fused_steps_ = 0;
+  long persistent_steps_ = 0;
+  long persistent_launches_ = 0;
+
+  DeviceBuffer<float> eval_loss_;            // [chunks]: each chunk's loss sum
+  DeviceBuffer<std::uint8_t> eval_correct_;  // [test_count]: 1 where the row's argmax is its label
+  PinnedBuffer<float> host_loss_;            // [1]
+
+  // The timeline: kMarksPerStep events per traced step, timed against an anchor whose host time is known.
+  long trace_remaining_ = 0;
+  long traced_steps_ = 0;
+  std::vector<Event> trace_events_;
+  std::optional<Event> trace_anchor_;
+  double trace_anchor_us_ = 0.0;
+
+  // How steps reach the stream; made last, from the options, and never changed.
+  std::unique_ptr<StepLaunch> launch_;
+};
+
+std::unique_ptr<Replica> make_cuda_replica(const DataSplits& data, int device,
+                                           const CudaStepOptions& options);
+
+}  // namespace mnistdp

@@ -1,5 +1,0 @@
-#include "host/cli.hpp"
-
-int main(int argc, char** argv) {
-  return mnistdp::run_cli(argc, argv);
-}

@@ -1,0 +1,35 @@
+#pragma once
+// A process group over TCP, for launches without MPI (torchrun, srun): rank 0 listens on MASTER_PORT, every
+// other rank connects to MASTER_ADDR:MASTER_PORT, and rank 0 is the hub of every collective. A hub costs
+// 2 (N - 1) messages of the whole buffer through rank 0 where a ring would spread them, which is nothing next
+// to a CPU replica's step for the handful of processes a CPU run uses; GPU runs send their gradients through
+// NCCL and use this group only for a few bytes per step.
+//
+// The sum is taken at rank 0 in rank order, (((x0 + x1) + x2) + ...), as the in-process host communicator
+// takes it over replicas: N processes with one replica each compute the very same bits as one process with N
+// replicas.
+//
+// Nothing waits forever: the rendezvous and every collective give up after `timeout`, naming the ranks that
+// did not answer; a rank that fails sends its message to rank 0, which passes it on to every other rank; a
+// rank that vanishes (killed, crashed) is reported as such by rank 0 to the others.
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "host/processes/process_group.hpp"
+
+namespace mnistdp {
+
+struct TcpRendezvous {
+  std::string master_addr;  // where rank 0 listens (it listens on every interface, at master_port)
+  int master_port = 0;
+  int rank = 0;
+  int world_size = 1;
+  std::chrono::milliseconds timeout{300'000};  // for the rendezvous, and for each collective
+};
+
+// Returns once every rank has joined. Throws std::runtime_error (a port in use, an address that does not
+// resolve, a rank that never arrives, a WORLD_SIZE or rank that does not fit) or RemoteRankError.
+std::unique_ptr<ProcessGroup> make_tcp_process_group(const TcpRendezvous& rendezvous);
+
+}  // namespace mnistdp

@@ -1,0 +1,98 @@
+#pragma once
+// One copy of SimpleNet on one device (a CPU thread, or a GPU), with everything that copy owns: parameters,
+// gradients, optimiser state, activations and the data set. The trainer drives replicas only through this
+// interface, so that the data-parallel logic is the same for every backend.
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "host/training/trace.hpp"
+#include "kernels/sgd.hpp"
+
+namespace mnistdp {
+
+struct EvalResult {
+  double loss_sum = 0.0;  // sum of the per-sample losses
+  long correct = 0;       // samples whose argmax is the label
+  long count = 0;
+
+  double mean_loss() const { return count ? loss_sum / static_cast<double>(count) : 0.0; }
+  double accuracy() const { return count ? static_cast<double>(correct) / static_cast<double>(count) : 0.0; }
+};
+
+// The first step whose loss was not finite, as a replica that checks the loss where it runs records it.
+struct NonFiniteLoss {
+  long step;       // numbered in all, from 0
+  float loss_sum;  // the global batch's (after the all-reduce): NaN or an infinity
+};
+
+class Replica {
+ public:
+  virtual ~Replica() = default;
+  Replica() = default;
+  Replica(const Replica&) = delete;
+  Replica& operator=(const Replica&) = delete;
+
+  // What and where this replica is, for logs: "cpu", "cuda:0 NVIDIA H200".
+  virtual std::string description() const = 0;
+
+  // params: [ParamLayout::kCount] host memory, copied in or out. Not const: a replica may hold steps back
+  // (a GPU replica replaying several steps as one graph), and launches them before a copy out.
+  virtual void load_parameters(std::span<const float> params) = 0;
+  virtual void store_parameters(std::span<float> params) = 0;
+  // momentum: [ParamLayout::kCount]; none until the first step with momentum (as in torch.optim.SGD), and
+  // loading an empty span returns to that state.
+  virtual void load_momentum(std::span<const float> momentum) = 0;
+  virtual void store_momentum(std::span<float> momentum) = 0;
+  virtual bool has_momentum() const = 0;
+
+  // The epoch's order of training rows, epoch_order(seed, epoch) (host/model/init.hpp): the same permutation
+  // on every replica, each making it itself (a GPU replica on its device, with nothing copied from the host).
+  // It may come while steps of the previous epoch are still running on a device; those steps read the order
+  // they were called with. The trainer's way.
+  virtual void make_epoch_order(std::uint64_t seed, int epoch) = 0;
+  // Any order of training rows, given by the caller (tests, benchmarks) instead: same rules, and the caller
+  // may reuse `order` as soon as this returns. A GPU replica copies it to the device.
+  virtual void set_epoch_order(std::span<const std::int32_t> order) = 0;
+
+  // Forward and backward over rows order[first, first + count) of the training set. Gradients are scaled by
+  // 1 / global_batch (not 1 / count), so that summing the replicas' buffers gives the gradient of the global
+  // batch's mean loss. Writes the gradient buffer, [ParamLayout::kGradCount], loss sum in its last slot.
+  // count may be 0: the buffer is then zeros.
+  virtual void compute_gradients(int first, int count, int global_batch) = 0;
+
+  // The gradient buffer, after compute_gradients and after the all-reduce (host memory for CPU replicas,
+  // device memory for GPU replicas).
+  virtual float* gradient_buffer() = 0;
+
+  // One torch.optim.SGD step with the gradient buffer as it stands (all-reduced by then).
+  virtual void sgd_step(const SgdConfig& cfg) = 0;
+
+  // The loss sum in the gradient buffer (after the all-reduce: of the global batch). May wait for the device.
+  virtual float loss_sum() = 0;
+  // Whether loss_sum() is a read of host memory that waits for nothing (a CPU replica's): the trainer then
+  // checks every step's loss, where a device replica's is checked only when the host reads it anyway.
+  virtual bool loss_on_host() const { return false; }
+  // Where reading the loss would wait for the device: the replica checks every step's loss (the all-reduced
+  // sum) on the device, numbering the steps from next_step (the number, in all, of the next step it is
+  // given), and records the first that is not finite. Queued behind the steps already given; waits for
+  // nothing. False where the replica keeps no such record.
+  virtual bool watch_losses(long /*next_step*/) { return false; }
+  // That record as it stood when the replica last waited for its device anyway (loss_sum(), evaluate(), a
+  // copy of the parameters or the momentum): the first step whose loss was not finite, or nullopt for none
+  // by then. Never waits.
+  virtual std::optional<NonFiniteLoss> first_nonfinite_loss() const { return std::nullopt; }
+
+  // Test-set loss and accuracy with the current parameters. Waits for the device.
+  virtual EvalResult evaluate() = 0;
+
+  // The timeline (host/training/trace.hpp): record the marks of the next `steps` steps; take_trace returns
+  // them, and may wait for the device. On a GPU the marks are CUDA events, anchored to the host's trace
+  // clock.
+  virtual void trace_steps(long steps) = 0;
+  virtual std::vector<StepMarks> take_trace() = 0;
+};
+
+}  // namespace mnistdp

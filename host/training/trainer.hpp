@@ -1,0 +1,136 @@
+#pragma once
+// The training loop: the reference program's loop, with the data-parallel steps written out.
+//
+//   for each epoch: one seeded permutation of the training rows, the same on every replica (made and given to
+//   the replicas at the end of the epoch before, while their devices finish its steps)
+//     for each global batch of batch_size rows (the last one short):
+//       replica r computes the gradient of its shard, scaled by 1 / global batch   (compute_gradients)
+//       the communicator sums the gradient buffers, loss sum included              (all_reduce_gradients)
+//       every replica takes the same SGD step with the same summed gradient        (sgd_step)
+//
+// In a multi-process run (host/processes/process_group.hpp) each process runs this same loop over its own
+// replicas: the shards are numbered across the processes (rank by rank), the communicator sums across them,
+// and the ranks agree before every step on whether to stop, so that none is left waiting in an all-reduce.
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "host/processes/process_group.hpp"
+#include "host/training/communicator.hpp"
+#include "host/training/replica.hpp"
+#include "host/training/replica_workers.hpp"
+#include "kernels/sgd.hpp"
+
+namespace mnistdp {
+
+struct TrainConfig {
+  int epochs = 5;
+  int batch_size = 64;
+  SgdConfig sgd;
+  std::uint64_t seed = 0;
+  int log_interval = 100;  // a loss line every this many steps (of each epoch), as the reference prints
+  long max_steps = 0;      // stop after this many steps in all; 0 runs every epoch to its end
+  bool evaluate = true;    // test loss and accuracy after each epoch
+  int check_replicas = 0;  // every this many steps, verify that all replicas hold bit-identical parameters
+  long trace_steps = 0;    // record the timeline of this many steps from the start (host/training/trace.hpp)
+  long start_step = 0;     // steps already done in all (a resumed run); the run continues from the next one
+};
+
+// A loss that is no longer a finite number: the run cannot recover.
+class TrainingDiverged : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Replicas that stopped holding the same parameters: data parallelism has broken down.
+class ReplicaDivergence : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A loss as text that reads the same whatever its sign bit: "nan", "inf", "-inf", or the number.
+std::string loss_text(float loss);
+
+struct StepLoss {
+  int epoch;
+  int step;    // within the epoch
+  float loss;  // mean over the global batch
+};
+
+struct EpochReport {
+  int epoch;
+  int steps;
+  long samples;
+  double seconds;  // the training steps only, evaluation excluded
+  EvalResult test;
+  bool complete;     // false when max_steps or a stop request cut the epoch short
+  long total_steps;  // steps done in all at the end of this epoch
+};
+
+// Hooks for whatever shows the run: the console, a metrics file, a test that records the losses.
+class TrainListener {
+ public:
+  virtual ~TrainListener() = default;
+  virtual void on_step_loss(const StepLoss&) {}
+  // Called after every step; cheap, so it can drive a progress display.
+  virtual void on_step(int /*epoch*/, int /*step*/, int /*steps_in_epoch*/) {}
+  virtual void on_epoch_end(const EpochReport&) {}
+  // The first step found whose loss is not finite, just before the run stops with TrainingDiverged.
+  virtual void on_diverged(const StepLoss&) {}
+  // Asked before every step; true ends the run after the step in progress (for example on SIGINT).
+  virtual bool stop_requested() { return false; }
+};
+
+class Trainer {
+ public:
+  // All replicas get replica 0's parameters at the start (as DistributedDataParallel broadcasts them); with a
+  // process group, rank 0's replica 0's. group: null for a single process; else it must outlive the trainer,
+  // and every rank must have the same number of replicas. Only rank 0 evaluates.
+  Trainer(std::vector<std::unique_ptr<Replica>> replicas, std::unique_ptr<Communicator> communicator,
+          int train_count, TrainConfig config, ProcessGroup* group = nullptr);
+
+  // Runs the configured epochs and returns the report of each.
+  std::vector<EpochReport> run(TrainListener& listener);
+
+  int steps_per_epoch() const { return (train_count_ + config_.batch_size - 1) / config_.batch_size; }
+  const std::vector<std::unique_ptr<Replica>>& replicas() const { return replicas_; }
+  // Replicas in all processes, and the number of the first of this process's.
+  int world_replicas() const { return world_replicas_; }
+  int first_replica() const { return first_replica_; }
+
+  // The timeline of the traced steps: [replica][step] marks. Waits for the devices.
+  std::vector<std::vector<StepMarks>> take_trace();
+
+ private:
+  // One global batch: rows [first, first + rows) of the epoch's order.
+  void step(int first, int rows);
+  void broadcast_parameters();
+  // Throws ReplicaDivergence naming the first parameter where a replica differs from replica 0 (of rank 0).
+  void check_replicas_agree(long step) const;
+  // The same for this process's replicas from `first` on, against reference: [ParamLayout::kCount].
+  void check_against(std::span<const float> reference, long step, std::size_t first) const;
+  // Whether the run stops before the next step: the listener's wish, agreed by every rank.
+  bool stop_before_step(TrainListener& listener);
+  bool is_root() const { return !group_ || group_->rank() == 0; }
+  // When the loss of the given step is NaN or infinite: tells the listener, and throws TrainingDiverged.
+  // last_finite: the last step (in all) whose loss was seen finite, -1 for none; when the loss is not read
+  // every step, the message says the first bad step lies after it.
+  void check_finite(float loss, int epoch, int step, long last_finite, TrainListener& listener) const;
+  // The same for the first bad step replica 0 recorded on its device (Replica::first_nonfinite_loss), if any.
+  void check_recorded(TrainListener& listener) const;
+
+  std::vector<std::unique_ptr<Replica>> replicas_;
+  std::vector<Replica*> replica_ptrs_;
+  std::unique_ptr<Communicator> communicator_;
+  ReplicaWorkers workers_;
+  int train_count_;
+  TrainConfig config_;
+  ProcessGroup* group_;
+  int world_replicas_;
+  int first_replica_;
+};
+
+}  // namespace mnistdp
