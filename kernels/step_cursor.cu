@@ -1,4 +1,4 @@
-// The device-side row offset of host/cuda/cuda_replica.cpp's step graphs (step_cursor_cuda.hpp). One thread
+// The device-side row offset of host/cuda/graph_step.cpp's step graphs (step_cursor_cuda.hpp). One thread
 // each: the cost is the launch (or the graph node), never the work.
 #include "kernels/cuda_check.hpp"
 #include "kernels/kernel_launch.cuh"
