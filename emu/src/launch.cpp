@@ -167,11 +167,7 @@ class ProgrammaticChain {
       std::unique_lock lock(chain_.mutex_);
       triggered_ = true;
       ++chain_.kernels_[k_].triggered;
-      if (k_ + 1 == chain_.kernels_.size()) {
-        chain_.changed_.notify_all();
-        return !chain_.aborted_;
-      }
-      chain_.hold(k_);
+      chain_.hold(k_);  // a block calls this only where a next kernel exists (has_next)
       chain_.changed_.wait(lock, [&] { return chain_.kernels_[k_ + 1].all_held || chain_.aborted_; });
       --chain_.kernels_[k_].held;
       return !chain_.aborted_;
