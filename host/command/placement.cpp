@@ -7,6 +7,7 @@
 
 #include "host/command/progress.hpp"
 #include "host/cpu/cpu_replica.hpp"
+#include "kernels/cpu_gemm.hpp"
 #include "kernels/linear.hpp"
 
 #ifdef MNISTDP_WITH_CUDA
@@ -24,13 +25,13 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 Placement cpu_placement(const TrainOptions& o, const LaunchInfo& launch) {
   Placement p;
   p.replicas = o.replicas > 0 ? o.replicas : 1;
-  // Each replica runs on a thread of its own, and each calls OpenBLAS with --threads threads.
-  p.device_lines.push_back(fmt::format(
-      "cpu: {}{}, OpenBLAS ({} kernels) with {} thread{}{}",
-      launch.multi_process() ? fmt::format("each of {} processes, ", launch.world_size) : "",
-      p.replicas == 1 ? std::string("1 replica")
-                      : fmt::format("{} replicas, each on its own thread", p.replicas),
-      blas::core_name(), o.threads, o.threads == 1 ? "" : "s", p.replicas == 1 ? "" : " per replica"));
+  // Each replica runs on a thread of its own.
+  p.device_lines.push_back(
+      fmt::format("cpu: {}{}, matrix products in {} (chosen by the CPU's features)",
+                  launch.multi_process() ? fmt::format("each of {} processes, ", launch.world_size) : "",
+                  p.replicas == 1 ? std::string("1 replica")
+                                  : fmt::format("{} replicas, each on its own thread", p.replicas),
+                  cpu::isa_name(cpu::best_isa())));
   return p;
 }
 

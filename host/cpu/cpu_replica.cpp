@@ -8,7 +8,7 @@
 #include "host/model/init.hpp"
 #include "host/model/params.hpp"
 #include "kernels/gather.hpp"
-#include "kernels/linear.hpp"
+#include "kernels/linear_cpu.hpp"
 #include "kernels/softmax_xent.hpp"
 
 namespace mnistdp {
@@ -29,7 +29,12 @@ void check_size(std::size_t got, std::size_t want, const char* what) {
 }  // namespace
 
 CpuReplica::CpuReplica(const DataSplits& data, int index)
-    : data_(data), index_(index), params_(ParamLayout::kCount), grads_(ParamLayout::kGradCount) {}
+    : data_(data),
+      index_(index),
+      isa_(cpu::best_isa()),
+      params_(ParamLayout::kCount),
+      grads_(ParamLayout::kGradCount),
+      fc2_dwT_(static_cast<std::size_t>(kHid) * kOut) {}
 
 std::string CpuReplica::description() const {
   return fmt::format("cpu:{}", index_);
@@ -80,19 +85,26 @@ void CpuReplica::reserve_rows(int rows) {
   if (rows <= capacity_rows_) return;
   const auto n = static_cast<std::size_t>(rows);
   x_.resize(n * kIn);
+  xT_.resize(n * kIn);
   y_.resize(n);
-  hidden_.resize(n * kHid);
+  hiddenT_.resize(n * kHid);
+  logitsT_.resize(n * kOut);
   logits_.resize(n * kOut);
   dlogits_.resize(n * kOut);
-  dhidden_.resize(n * kHid);
+  dlogitsT_.resize(n * kOut);
+  dhiddenT_.resize(n * kHid);
+  ones_.assign(n, 1.0f);
   capacity_rows_ = rows;
 }
 
 void CpuReplica::forward(int rows) {
   const auto p = ParamViews<const float>::of(params_.data());
-  blas::linear_forward(x_.data(), p.fc1_weight, p.fc1_bias, hidden_.data(), {rows, kIn, kHid}, /*relu=*/true);
-  blas::linear_forward(hidden_.data(), p.fc2_weight, p.fc2_bias, logits_.data(), {rows, kHid, kOut},
-                       /*relu=*/false);
+  cpu::transpose(x_.data(), xT_.data(), rows, kIn);
+  cpu::linear_forward(isa_, p.fc1_weight, p.fc1_bias, xT_.data(), hiddenT_.data(), {rows, kIn, kHid},
+                      /*relu=*/true);
+  cpu::linear_forward(isa_, p.fc2_weight, p.fc2_bias, hiddenT_.data(), logitsT_.data(), {rows, kHid, kOut},
+                      /*relu=*/false);
+  cpu::transpose(logitsT_.data(), logits_.data(), kOut, rows);
 }
 
 void CpuReplica::compute_gradients(int first, int count, int global_batch) {
@@ -116,10 +128,16 @@ void CpuReplica::compute_gradients(int first, int count, int global_batch) {
   grads_[ParamLayout::kLossSlot] = ref::softmax_xent(logits_.data(), y_.data(), dlogits_.data(), count, kOut,
                                                      1.0f / static_cast<float>(global_batch));
   timeline_.mark(Mark::backward);
-  blas::linear_backward(dlogits_.data(), hidden_.data(), p.fc2_weight, g.fc2_weight, g.fc2_bias,
-                        dhidden_.data(), {count, kHid, kOut}, /*relu_mask=*/true);
-  blas::linear_backward(dhidden_.data(), x_.data(), p.fc1_weight, g.fc1_weight, g.fc1_bias, /*dx=*/nullptr,
-                        {count, kIn, kHid}, /*relu_mask=*/false);
+  // fc2's input is at hand only feature-major, so its weight gradient is made transposed, a small [256, 10]
+  // result to turn, rather than from the hidden activations turned by rows.
+  const LinearShape fc2{count, kHid, kOut};
+  cpu::transpose(dlogits_.data(), dlogitsT_.data(), count, kOut);
+  cpu::weight_gradient_from_transposed(isa_, hiddenT_.data(), dlogits_.data(), ones_.data(), fc2_dwT_.data(),
+                                       g.fc2_weight, g.fc2_bias, fc2);
+  cpu::input_gradient(isa_, p.fc2_weight, dlogitsT_.data(), hiddenT_.data(), dhiddenT_.data(), fc2,
+                      /*relu_mask=*/true);
+  cpu::weight_gradient(isa_, dhiddenT_.data(), x_.data(), ones_.data(), g.fc1_weight, g.fc1_bias,
+                       {count, kIn, kHid});
   timeline_.mark(Mark::backward_end);
 }
 

@@ -1,0 +1,132 @@
+#pragma once
+// The blocked product behind cpu::gemm (kernels/cpu_gemm.hpp), written once for any vector type. Each
+// instruction set's file (cpu_gemm_avx512.cpp, cpu_gemm_avx2.cpp, cpu_gemm_portable.cpp) is compiled for its
+// own target and instantiates run<V> with a V that provides:
+//   T                       the vector type
+//   kLanes                  floats in a T
+//   kTileRows, kTileVectors the register tile: kTileRows rows of C by kTileVectors vectors, every accumulator
+//                           and one row of B in registers at once
+//   kDepth                  the k-slice of B a pass keeps in the L1 cache
+//   zero(), set1(x), load(p), load_part(p, lanes), store(p, v), store_part(p, v, lanes), fmadd(a, b, c) = a b
+//   + c, add(a, b), relu(v), zero_where_not_positive(mask, v)
+//
+// Everything here is in an anonymous namespace and calls nothing from a library: it is compiled once per
+// target, and an inline function with external linkage compiled for AVX-512 could be the copy the linker
+// keeps for every caller, older CPUs' included.
+#include <utility>
+
+#include "kernels/cpu_gemm.hpp"
+
+namespace mnistdp::cpu::tiles {
+namespace {
+
+struct Pass {
+  int k0, k1;  // this pass sums over l in [k0, k1)
+  bool first;  // C holds nothing yet: start the sums from zero
+  bool last;   // the sums are complete: apply the epilogue
+};
+
+// One tile of C: rows [row0, row0 + R), columns from col0, NV vectors, the last of them `last_lanes` wide
+// when Partial.
+template <class V, int R, int NV, bool Partial>
+inline void tile(const Gemm& g, const Pass& pass, int row0, int col0, int last_lanes) {
+  using T = typename V::T;
+  constexpr int L = V::kLanes;
+  const auto load = [last_lanes](const float* p, int v) {
+    return (Partial && v == NV - 1) ? V::load_part(p, last_lanes) : V::load(p);
+  };
+
+  T acc[R][NV];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v)
+      acc[r][v] = pass.first ? V::zero() : load(g.c + (row0 + r) * g.ldc + col0 + v * L, v);
+
+  const float* a = g.a + row0 * g.a_row_stride;
+  for (int l = pass.k0; l < pass.k1; ++l) {
+    const float* b = g.b + l * g.ldb + col0;
+    T bv[NV];
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v)
+      bv[v] = load(b + v * L, v);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const T ar = V::set1(a[r * g.a_row_stride + l * g.a_col_stride]);
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v)
+        acc[r][v] = V::fmadd(ar, bv[v], acc[r][v]);
+    }
+  }
+
+  const Epilogue& e = g.epilogue;
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    float* c = g.c + (row0 + r) * g.ldc + col0;
+    const T bias = V::set1(pass.last && e.row_bias != nullptr ? e.row_bias[row0 + r] : 0.0f);
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) {
+      T x = acc[r][v];
+      if (pass.last) {
+        if (e.row_bias != nullptr) x = V::add(x, bias);  // the product, then + b, as ref:: rounds it
+        if (e.relu) x = V::relu(x);
+        if (e.mask != nullptr)
+          x = V::zero_where_not_positive(load(e.mask + (row0 + r) * e.mask_stride + col0 + v * L, v), x);
+      }
+      if (Partial && v == NV - 1)
+        V::store_part(c + v * L, x, last_lanes);
+      else
+        V::store(c + v * L, x);
+    }
+  }
+}
+
+// Every row of C for one column block, kTileRows rows a tile and the rows left over in one smaller tile.
+template <class V, int NV, bool Partial>
+inline void column_block(const Gemm& g, const Pass& pass, int col0, int last_lanes) {
+  constexpr int R = V::kTileRows;
+  int row0 = 0;
+  for (; row0 + R <= g.m; row0 += R)
+    tile<V, R, NV, Partial>(g, pass, row0, col0, last_lanes);
+  const int rows_left = g.m - row0;
+  [&]<int... Rs>(std::integer_sequence<int, Rs...>) {
+    ((rows_left == Rs + 1 ? tile<V, Rs + 1, NV, Partial>(g, pass, row0, col0, last_lanes) : void()), ...);
+  }
+  (std::make_integer_sequence<int, R - 1>{});
+}
+
+// The last column block, narrower than a full one: NV vectors where NV < kTileVectors, or a partial last one.
+template <class V>
+inline void last_column_block(const Gemm& g, const Pass& pass, int col0) {
+  constexpr int L = V::kLanes;
+  const int columns = g.n - col0;
+  const int vectors = (columns + L - 1) / L;
+  const int last_lanes = columns - (vectors - 1) * L;
+  [&]<int... Vs>(std::integer_sequence<int, Vs...>) {
+    ((vectors == Vs + 1 ? (last_lanes == L ? column_block<V, Vs + 1, false>(g, pass, col0, L)
+                                           : column_block<V, Vs + 1, true>(g, pass, col0, last_lanes))
+                        : void()),
+     ...);
+  }
+  (std::make_integer_sequence<int, V::kTileVectors>{});
+}
+
+template <class V>
+void run(const Gemm& g) {
+  if (g.m <= 0 || g.n <= 0) return;
+  constexpr int block_columns = V::kTileVectors * V::kLanes;
+  // k-slices outermost, so that a column block's slice of B stays in L1 while every row tile of A passes over
+  // it; the partial sums wait in C between slices. k = 0 still makes one pass, which writes the epilogue of
+  // zero sums.
+  for (int k0 = 0; k0 < g.k || k0 == 0; k0 += V::kDepth) {
+    const int k1 = k0 + V::kDepth < g.k ? k0 + V::kDepth : g.k;
+    const Pass pass{k0, k1, k0 == 0, k1 == g.k};
+    int col0 = 0;
+    for (; col0 + block_columns <= g.n; col0 += block_columns)
+      column_block<V, V::kTileVectors, false>(g, pass, col0, V::kLanes);
+    if (col0 < g.n) last_column_block<V>(g, pass, col0);
+  }
+}
+
+}  // namespace
+}  // namespace mnistdp::cpu::tiles

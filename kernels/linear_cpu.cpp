@@ -1,0 +1,86 @@
+// The feature-major linear layer as cpu::gemm calls. Each sum is one accumulator in index order, so the bias
+// gradients, computed as products with a vector of ones, are ref::'s sums to the bit.
+#include "kernels/linear_cpu.hpp"
+
+#include <cstddef>
+
+namespace mnistdp::cpu {
+
+void transpose(const float* src, float* dst, int rows, int cols) {
+  // Square blocks small enough that a block's source rows and destination rows all stay in L1.
+  constexpr int kBlock = 16;
+  for (int r0 = 0; r0 < rows; r0 += kBlock) {
+    const int r1 = r0 + kBlock < rows ? r0 + kBlock : rows;
+    for (int c0 = 0; c0 < cols; c0 += kBlock) {
+      const int c1 = c0 + kBlock < cols ? c0 + kBlock : cols;
+      for (int c = c0; c < c1; ++c)
+        for (int r = r0; r < r1; ++r)
+          dst[static_cast<std::ptrdiff_t>(c) * rows + r] = src[static_cast<std::ptrdiff_t>(r) * cols + c];
+    }
+  }
+}
+
+void linear_forward(Isa isa, const float* w, const float* b, const float* xT, float* yT, LinearShape s,
+                    bool relu) {
+  Gemm g;
+  g.m = s.out, g.n = s.batch, g.k = s.in;
+  g.a = w, g.a_row_stride = s.in, g.a_col_stride = 1;
+  g.b = xT, g.ldb = s.batch;
+  g.c = yT, g.ldc = s.batch;
+  g.epilogue.row_bias = b;
+  g.epilogue.relu = relu;
+  gemm(isa, g);
+}
+
+namespace {
+// sums[i] = sum over l of m[i, l] (row stride `stride`), in order l = 0, 1, ...: m times a vector of ones.
+void row_sums(Isa isa, const float* m, std::ptrdiff_t row_stride, std::ptrdiff_t col_stride,
+              const float* ones, float* sums, int rows, int cols) {
+  Gemm g;
+  g.m = rows, g.n = 1, g.k = cols;
+  g.a = m, g.a_row_stride = row_stride, g.a_col_stride = col_stride;
+  g.b = ones, g.ldb = 1;
+  g.c = sums, g.ldc = 1;
+  gemm(isa, g);
+}
+}  // namespace
+
+void weight_gradient(Isa isa, const float* dyT, const float* x, const float* ones, float* dw, float* db,
+                     LinearShape s) {
+  Gemm g;
+  g.m = s.out, g.n = s.in, g.k = s.batch;
+  g.a = dyT, g.a_row_stride = s.batch, g.a_col_stride = 1;
+  g.b = x, g.ldb = s.in;
+  g.c = dw, g.ldc = s.in;
+  gemm(isa, g);
+  row_sums(isa, dyT, s.batch, 1, ones, db, s.out, s.batch);
+}
+
+void weight_gradient_from_transposed(Isa isa, const float* xT, const float* dy, const float* ones,
+                                     float* scratch, float* dw, float* db, LinearShape s) {
+  Gemm g;
+  g.m = s.in, g.n = s.out, g.k = s.batch;
+  g.a = xT, g.a_row_stride = s.batch, g.a_col_stride = 1;
+  g.b = dy, g.ldb = s.out;
+  g.c = scratch, g.ldc = s.out;
+  gemm(isa, g);
+  transpose(scratch, dw, s.in, s.out);
+  // dy's columns are dyT's rows: the same sums, read down the columns.
+  row_sums(isa, dy, 1, s.out, ones, db, s.out, s.batch);
+}
+
+void input_gradient(Isa isa, const float* w, const float* dyT, const float* xT, float* dxT, LinearShape s,
+                    bool relu_mask) {
+  Gemm g;
+  g.m = s.in, g.n = s.batch, g.k = s.out;
+  g.a = w, g.a_row_stride = 1, g.a_col_stride = s.in;  // w^T, read down w's columns
+  g.b = dyT, g.ldb = s.batch;
+  g.c = dxT, g.ldc = s.batch;
+  if (relu_mask) {
+    g.epilogue.mask = xT;
+    g.epilogue.mask_stride = s.batch;
+  }
+  gemm(isa, g);
+}
+
+}  // namespace mnistdp::cpu

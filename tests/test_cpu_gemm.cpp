@@ -1,0 +1,389 @@
+// The CPU training path's product (kernels/cpu_gemm.hpp) and its feature-major linear layer
+// (kernels/linear_cpu.hpp), in every instruction-set version this CPU can run, against ref:: and exact sums.
+// A version the CPU cannot run is reported skipped.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu_gemm.hpp"
+#include "kernels/linear.hpp"
+#include "kernels/linear_cpu.hpp"
+
+namespace {
+
+using mnistdp::LinearShape;
+using mnistdp::cpu::Isa;
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+bool supported(Isa isa) {
+  const Isa best = mnistdp::cpu::best_isa();
+  return isa == Isa::portable || isa == best || (isa == Isa::avx2 && best == Isa::avx512);
+}
+
+// A version this CPU cannot run is not tested here: exit code 77, which ctest reports as skipped.
+void skip_unless_supported(Isa isa) {
+  if (supported(isa)) return;
+  WARN("this CPU cannot run the " << mnistdp::cpu::isa_name(isa) << " version");
+  std::exit(77);
+}
+
+std::size_t sz(int rows, int cols) {
+  return static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
+}
+
+std::vector<float> random_vec(std::mt19937& rng, std::size_t n) {
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& e : v)
+    e = dist(rng);
+  return v;
+}
+
+std::vector<float> transposed(const std::vector<float>& m, int rows, int cols) {
+  std::vector<float> t(m.size());
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c)
+      t[sz(c, rows) + r] = m[sz(r, cols) + c];
+  return t;
+}
+
+// Higham's gamma_n: a sum of n products accumulated in float, each step rounded once (a fused multiply-add)
+// or twice (a product, then a sum; gamma_2n covers it), is within gamma_n times the sum of the terms'
+// magnitudes of the exact value.
+double gamma_n(int n) {
+  const double u = 0x1p-24;
+  return n * u / (1.0 - n * u);
+}
+
+// C = A B + bias (ReLU, mask) in double, with the bound a float computation of it must meet.
+struct Exact {
+  std::vector<double> value;
+  std::vector<double> bound;
+};
+
+Exact exact_product(const mnistdp::cpu::Gemm& g) {
+  Exact e{std::vector<double>(sz(g.m, g.n)), std::vector<double>(sz(g.m, g.n))};
+  for (int i = 0; i < g.m; ++i)
+    for (int j = 0; j < g.n; ++j) {
+      double sum = 0.0, magnitude = 0.0;
+      for (int l = 0; l < g.k; ++l) {
+        const double t =
+            static_cast<double>(g.a[i * g.a_row_stride + l * g.a_col_stride]) * g.b[l * g.ldb + j];
+        sum += t;
+        magnitude += std::fabs(t);
+      }
+      const double bias = g.epilogue.row_bias != nullptr ? g.epilogue.row_bias[i] : 0.0;
+      sum += bias;
+      // One more rounding for the bias, and twice the rounding for a CPU without fused multiply-adds.
+      const double bound = gamma_n(2 * g.k + 1) * (magnitude + std::fabs(bias));
+      // ReLU and the mask are exact: applied to an error band, they shrink it.
+      if (g.epilogue.relu && sum < 0.0) sum = 0.0;
+      if (g.epilogue.mask != nullptr && g.epilogue.mask[i * g.epilogue.mask_stride + j] <= 0.0f) sum = 0.0;
+      e.value[sz(i, g.n) + j] = sum;
+      e.bound[sz(i, g.n) + j] = bound;
+    }
+  return e;
+}
+
+// Every element of C within its bound; NaN (an element left poisoned) fails.
+void require_within(const std::vector<float>& c, const Exact& e, const std::string& what) {
+  std::size_t worst = 0;
+  double worst_ratio = 0.0;
+  for (std::size_t j = 0; j < c.size(); ++j) {
+    const double err = std::fabs(static_cast<double>(c[j]) - e.value[j]);
+    const double ratio = !(err <= e.bound[j]) ? std::numeric_limits<double>::infinity()
+                         : e.bound[j] > 0.0   ? err / e.bound[j]
+                                              : 0.0;
+    if (ratio > worst_ratio) worst_ratio = ratio, worst = j;
+  }
+  INFO(what << ": element " << worst << " is " << (c.empty() ? 0.0f : c[worst]) << ", exactly "
+            << (c.empty() ? 0.0 : e.value[worst]) << ", bound " << (c.empty() ? 0.0 : e.bound[worst]));
+  REQUIRE(worst_ratio <= 1.0);
+}
+
+std::string shape_name(int m, int n, int k) {
+  return "m " + std::to_string(m) + ", n " + std::to_string(n) + ", k " + std::to_string(k);
+}
+
+// The products of a step and shapes around every tile edge: rows 1-7 and 13 (tiles of 4 and 6), columns that
+// leave partial vectors of 4, 8 and 16 lanes and partial blocks, k past the k-slices (128, 256, 512).
+void check_gemm(Isa isa) {
+  std::mt19937 rng(2026);
+  const int ms[] = {1, 5, 6, 7, 13, 256};
+  const int ns[] = {1, 3, 10, 17, 64, 65, 100};
+  const int ks[] = {0, 1, 10, 64, 129, 600};
+  for (const int m : ms)
+    for (const int n : ns)
+      for (const int k : ks) {
+        INFO(shape_name(m, n, k));
+        const auto a = random_vec(rng, sz(m, k));
+        const auto b = random_vec(rng, sz(k, n));
+        const auto bias = random_vec(rng, static_cast<std::size_t>(m));
+        auto mask = random_vec(rng, sz(m, n));
+        for (float& v : mask)
+          v = v < 0.0f ? 0.0f : v;  // a ReLU's output: half of it exact zeros
+        for (const bool a_transposed : {false, true}) {
+          for (int epilogue = 0; epilogue < 3; ++epilogue) {
+            mnistdp::cpu::Gemm g;
+            g.m = m, g.n = n, g.k = k;
+            g.a = a.data();
+            g.a_row_stride = a_transposed ? 1 : k;  // a as [k, m], read transposed
+            g.a_col_stride = a_transposed ? m : 1;
+            g.b = b.data(), g.ldb = n;
+            std::vector<float> c(sz(m, n), kNaN);
+            g.c = c.data(), g.ldc = n;
+            if (epilogue == 1) g.epilogue.row_bias = bias.data(), g.epilogue.relu = true;
+            if (epilogue == 2) g.epilogue.mask = mask.data(), g.epilogue.mask_stride = n;
+            mnistdp::cpu::gemm(isa, g);
+            INFO("A " << (a_transposed ? "transposed" : "by rows") << ", epilogue "
+                      << (epilogue == 0   ? "none"
+                          : epilogue == 1 ? "bias and ReLU"
+                                          : "mask"));
+            require_within(c, exact_product(g), "C");
+          }
+        }
+      }
+}
+
+// Each element of C is one accumulator in k order, so C must not depend on where a call's rows or columns
+// start: the product of a whole matrix equals, to the bit, the products of its pieces.
+void check_pieces(Isa isa) {
+  std::mt19937 rng(7);
+  const int m = 29, n = 83, k = 300;
+  const auto a = random_vec(rng, sz(m, k));
+  const auto b = random_vec(rng, sz(k, n));
+  const auto bias = random_vec(rng, static_cast<std::size_t>(m));
+  const auto product = [&](int row0, int rows, int col0, int cols, std::vector<float>& c) {
+    mnistdp::cpu::Gemm g;
+    g.m = rows, g.n = cols, g.k = k;
+    g.a = a.data() + sz(row0, k), g.a_row_stride = k, g.a_col_stride = 1;
+    g.b = b.data() + col0, g.ldb = n;
+    g.c = c.data() + sz(row0, n) + static_cast<std::size_t>(col0), g.ldc = n;
+    g.epilogue.row_bias = bias.data() + row0;
+    g.epilogue.relu = true;
+    mnistdp::cpu::gemm(isa, g);
+  };
+  std::vector<float> whole(sz(m, n), kNaN), pieces(sz(m, n), kNaN);
+  product(0, m, 0, n, whole);
+  product(0, 11, 0, 37, pieces);
+  product(0, 11, 37, n - 37, pieces);
+  product(11, m - 11, 0, 5, pieces);
+  product(11, m - 11, 5, n - 5, pieces);
+  REQUIRE(std::memcmp(whole.data(), pieces.data(), whole.size() * sizeof(float)) == 0);
+}
+
+// The epilogue's edge values, where no rounding happens (k = 1, A = 1): every version equals ref:: to the
+// bit, NaN passing through ReLU and a NaN mask keeping its value, as in torch.relu and threshold_backward.
+void check_edges(Isa isa) {
+  const std::vector<float> values{-2.0f,
+                                  -0.0f,
+                                  0.0f,
+                                  1.5f,
+                                  kNaN,
+                                  -kNaN,
+                                  3.0f,
+                                  -1e-30f,
+                                  1e30f,
+                                  -1e30f,
+                                  std::numeric_limits<float>::infinity(),
+                                  -std::numeric_limits<float>::infinity(),
+                                  0.25f,
+                                  -0.25f,
+                                  7.0f,
+                                  -7.0f,
+                                  0.5f};
+  const int n = static_cast<int>(values.size());
+  const float one = 1.0f;
+  for (const bool relu : {false, true}) {
+    // ref:: as a layer with in = 1: y[i, 0] = x[i] * 1 + b, b = 0... written with bias 0 and the values in B.
+    mnistdp::cpu::Gemm g;
+    g.m = 1, g.n = n, g.k = 1;
+    g.a = &one, g.a_row_stride = 1, g.a_col_stride = 1;
+    g.b = values.data(), g.ldb = n;
+    std::vector<float> c(static_cast<std::size_t>(n), 1234.0f);
+    g.c = c.data(), g.ldc = n;
+    const float zero_bias = 0.0f;
+    g.epilogue.row_bias = &zero_bias;
+    g.epilogue.relu = relu;
+    mnistdp::cpu::gemm(isa, g);
+    std::vector<float> want(static_cast<std::size_t>(n), 1234.0f);
+    const float w = 1.0f;
+    mnistdp::ref::linear_forward(values.data(), &w, &zero_bias, want.data(), {n, 1, 1}, relu);
+    INFO("relu " << relu);
+    REQUIRE(std::memcmp(c.data(), want.data(), c.size() * sizeof(float)) == 0);
+  }
+  // The mask: dx = dy w where x > 0 (x the mask), with dy = 1 and w = the values.
+  std::vector<float> mask = values;
+  std::vector<float> c(static_cast<std::size_t>(n), 1234.0f);
+  mnistdp::cpu::Gemm g;
+  g.m = 1, g.n = n, g.k = 1;
+  g.a = &one, g.a_row_stride = 1, g.a_col_stride = 1;
+  std::vector<float> ones(static_cast<std::size_t>(n), 1.0f);
+  g.b = ones.data(), g.ldb = n;
+  g.c = c.data(), g.ldc = n;
+  g.epilogue.mask = mask.data();
+  g.epilogue.mask_stride = n;
+  mnistdp::cpu::gemm(isa, g);
+  for (int j = 0; j < n; ++j) {
+    INFO("mask " << mask[static_cast<std::size_t>(j)]);
+    REQUIRE(c[static_cast<std::size_t>(j)] == (mask[static_cast<std::size_t>(j)] <= 0.0f ? 0.0f : 1.0f));
+  }
+}
+
+// The layer's four operations against ref:: on the same data (the activations turned feature-major). The bias
+// gradients are sums in ref::'s order in every version, so equal to the bit; in the portable version, whose
+// every product and sum is rounded as ref:: rounds it, everything is.
+void check_layer(Isa isa, LinearShape s) {
+  INFO("batch " << s.batch << ", in " << s.in << ", out " << s.out);
+  std::mt19937 rng(static_cast<unsigned>(s.batch * 1000003 + s.in * 1009 + s.out));
+  const auto w = random_vec(rng, sz(s.out, s.in));
+  const auto b = random_vec(rng, static_cast<std::size_t>(s.out));
+  const auto dy = random_vec(rng, sz(s.batch, s.out));
+  auto x = random_vec(rng, sz(s.batch, s.in));
+  for (float& e : x)
+    e = e < 0.0f ? 0.0f : e;  // a ReLU's output, so that the mask has something to do
+  const auto xT = transposed(x, s.batch, s.in);
+  const auto dyT = transposed(dy, s.batch, s.out);
+  const std::vector<float> ones(static_cast<std::size_t>(s.batch), 1.0f);
+  const bool exact = isa == Isa::portable;
+
+  for (const bool relu : {false, true}) {
+    std::vector<float> y_ref(sz(s.batch, s.out), kNaN), yT(sz(s.out, s.batch), kNaN);
+    mnistdp::ref::linear_forward(x.data(), w.data(), b.data(), y_ref.data(), s, relu);
+    mnistdp::cpu::linear_forward(isa, w.data(), b.data(), xT.data(), yT.data(), s, relu);
+    const auto y = transposed(yT, s.out, s.batch);
+    if (exact) {
+      REQUIRE(y == y_ref);
+    } else {
+      mnistdp::cpu::Gemm g;  // the same product as exact_product sees it
+      g.m = s.out, g.n = s.batch, g.k = s.in;
+      g.a = w.data(), g.a_row_stride = s.in, g.a_col_stride = 1;
+      g.b = xT.data(), g.ldb = s.batch;
+      g.epilogue.row_bias = b.data();
+      g.epilogue.relu = relu;
+      require_within(yT, exact_product(g), "yT");
+    }
+  }
+
+  std::vector<float> dw_ref(sz(s.out, s.in), kNaN), db_ref(static_cast<std::size_t>(s.out), kNaN);
+  std::vector<float> dx_ref(sz(s.batch, s.in), kNaN);
+  mnistdp::ref::linear_backward(dy.data(), x.data(), w.data(), dw_ref.data(), db_ref.data(), dx_ref.data(), s,
+                                /*relu_mask=*/true);
+  mnistdp::cpu::Gemm dw_product;  // dw = dyT x
+  dw_product.m = s.out, dw_product.n = s.in, dw_product.k = s.batch;
+  dw_product.a = dyT.data(), dw_product.a_row_stride = s.batch, dw_product.a_col_stride = 1;
+  dw_product.b = x.data(), dw_product.ldb = s.in;
+  const Exact dw_exact = exact_product(dw_product);
+
+  {
+    std::vector<float> dw(sz(s.out, s.in), kNaN), db(static_cast<std::size_t>(s.out), kNaN);
+    mnistdp::cpu::weight_gradient(isa, dyT.data(), x.data(), ones.data(), dw.data(), db.data(), s);
+    REQUIRE(db == db_ref);
+    if (exact)
+      REQUIRE(dw == dw_ref);
+    else
+      require_within(dw, dw_exact, "dw");
+  }
+  {
+    std::vector<float> dw(sz(s.out, s.in), kNaN), db(static_cast<std::size_t>(s.out), kNaN);
+    std::vector<float> scratch(sz(s.in, s.out), kNaN);
+    mnistdp::cpu::weight_gradient_from_transposed(isa, xT.data(), dy.data(), ones.data(), scratch.data(),
+                                                  dw.data(), db.data(), s);
+    REQUIRE(db == db_ref);
+    if (exact)
+      REQUIRE(dw == dw_ref);
+    else
+      require_within(dw, dw_exact, "dw from transposed");
+  }
+  for (const bool relu_mask : {false, true}) {
+    std::vector<float> dx_want(sz(s.batch, s.in), kNaN);
+    std::vector<float> dw_unused(sz(s.out, s.in)), db_unused(static_cast<std::size_t>(s.out));
+    mnistdp::ref::linear_backward(dy.data(), x.data(), w.data(), dw_unused.data(), db_unused.data(),
+                                  dx_want.data(), s, relu_mask);
+    std::vector<float> dxT(sz(s.in, s.batch), kNaN);
+    mnistdp::cpu::input_gradient(isa, w.data(), dyT.data(), xT.data(), dxT.data(), s, relu_mask);
+    const auto dx = transposed(dxT, s.in, s.batch);
+    INFO("relu_mask " << relu_mask);
+    if (exact) {
+      REQUIRE(dx == dx_want);
+    } else {
+      mnistdp::cpu::Gemm g;  // dxT = w^T dyT
+      g.m = s.in, g.n = s.batch, g.k = s.out;
+      g.a = w.data(), g.a_row_stride = 1, g.a_col_stride = s.in;
+      g.b = dyT.data(), g.ldb = s.batch;
+      if (relu_mask) g.epilogue.mask = xT.data(), g.epilogue.mask_stride = s.batch;
+      require_within(dxT, exact_product(g), "dxT");
+    }
+  }
+}
+
+void check_layers(Isa isa) {
+  // Shard sizes of a 64-row batch on 1, 2, 3 and 8 replicas, an evaluation chunk, odd sizes and no rows at
+  // all, for fc1 (784 -> 256), fc2 (256 -> 10) and odd layers.
+  for (const int batch : {0, 1, 7, 8, 22, 32, 64, 65, 500})
+    for (const LinearShape shape : {LinearShape{batch, 784, 256}, LinearShape{batch, 256, 10},
+                                    LinearShape{batch, 33, 1}, LinearShape{batch, 1, 33}})
+      check_layer(isa, shape);
+}
+
+}  // namespace
+
+TEST_CASE("cpu::transpose turns rows into columns", "[kernels][cpu_gemm]") {
+  std::mt19937 rng(3);
+  for (const int rows : {0, 1, 15, 16, 17, 64, 100})
+    for (const int cols : {1, 10, 33, 784}) {
+      const auto m = random_vec(rng, sz(rows, cols));
+      std::vector<float> t(m.size(), kNaN);
+      mnistdp::cpu::transpose(m.data(), t.data(), rows, cols);
+      INFO(rows << " x " << cols);
+      REQUIRE(t == transposed(m, rows, cols));
+    }
+}
+
+TEST_CASE("cpu::best_isa names a version this CPU runs", "[kernels][cpu_gemm]") {
+  const Isa best = mnistdp::cpu::best_isa();
+  INFO(mnistdp::cpu::isa_name(best));
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("avx512f"))
+    REQUIRE(best == Isa::avx512);
+  else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    REQUIRE(best == Isa::avx2);
+  else
+    REQUIRE(best == Isa::portable);
+#else
+  REQUIRE(best == Isa::portable);
+#endif
+}
+
+#define MNISTDP_CPU_GEMM_TESTS(ISA, NAME)                                                              \
+  TEST_CASE("cpu::gemm (" NAME ") is within the rounding bound of the exact product, every tile edge", \
+            "[kernels][cpu_gemm]") {                                                                   \
+    skip_unless_supported(ISA);                                                                        \
+    check_gemm(ISA);                                                                                   \
+  }                                                                                                    \
+  TEST_CASE("cpu::gemm (" NAME ") gives a matrix's product and its pieces' the same bits",             \
+            "[kernels][cpu_gemm]") {                                                                   \
+    skip_unless_supported(ISA);                                                                        \
+    check_pieces(ISA);                                                                                 \
+  }                                                                                                    \
+  TEST_CASE("cpu::gemm (" NAME ") treats NaN, -0 and infinities in its epilogue as ref:: does",        \
+            "[kernels][cpu_gemm]") {                                                                   \
+    skip_unless_supported(ISA);                                                                        \
+    check_edges(ISA);                                                                                  \
+  }                                                                                                    \
+  TEST_CASE("cpu:: linear layer (" NAME ") agrees with ref::, feature-major", "[kernels][cpu_gemm]") { \
+    skip_unless_supported(ISA);                                                                        \
+    check_layers(ISA);                                                                                 \
+  }
+
+MNISTDP_CPU_GEMM_TESTS(Isa::avx512, "AVX-512")
+MNISTDP_CPU_GEMM_TESTS(Isa::avx2, "AVX2")
+MNISTDP_CPU_GEMM_TESTS(Isa::portable, "portable")
