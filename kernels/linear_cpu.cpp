@@ -6,13 +6,28 @@
 
 namespace mnistdp::cpu {
 
-void transpose(const float* src, float* dst, int rows, int cols) {
+Range share(int n, Part part, int align) {
+  const int units = (n + align - 1) / align;
+  const auto at = [&](int index) {
+    const int unit = static_cast<int>(static_cast<long long>(units) * index / part.count);
+    return unit * align < n ? unit * align : n;
+  };
+  return {at(part.index), at(part.index + 1)};
+}
+
+namespace {
+// Rows of a product's output per part: whole register tiles of every instruction set (6 and 4 rows).
+constexpr int kRowAlign = 12;
+}  // namespace
+
+void transpose(const float* src, float* dst, int rows, int cols, Part part) {
   // Square blocks small enough that a block's source rows and destination rows all stay in L1.
   constexpr int kBlock = 16;
+  const Range mine = share(cols, part, kBlock);
   for (int r0 = 0; r0 < rows; r0 += kBlock) {
     const int r1 = r0 + kBlock < rows ? r0 + kBlock : rows;
-    for (int c0 = 0; c0 < cols; c0 += kBlock) {
-      const int c1 = c0 + kBlock < cols ? c0 + kBlock : cols;
+    for (int c0 = mine.begin; c0 < mine.end; c0 += kBlock) {
+      const int c1 = c0 + kBlock < mine.end ? c0 + kBlock : mine.end;
       for (int c = c0; c < c1; ++c)
         for (int r = r0; r < r1; ++r)
           dst[static_cast<std::ptrdiff_t>(c) * rows + r] = src[static_cast<std::ptrdiff_t>(r) * cols + c];
@@ -21,13 +36,14 @@ void transpose(const float* src, float* dst, int rows, int cols) {
 }
 
 void linear_forward(Isa isa, const float* w, const float* b, const float* xT, float* yT, LinearShape s,
-                    bool relu) {
+                    bool relu, Part part) {
+  const Range rows = share(s.out, part, kRowAlign);
   Gemm g;
-  g.m = s.out, g.n = s.batch, g.k = s.in;
-  g.a = w, g.a_row_stride = s.in, g.a_col_stride = 1;
+  g.m = rows.end - rows.begin, g.n = s.batch, g.k = s.in;
+  g.a = w + static_cast<std::ptrdiff_t>(rows.begin) * s.in, g.a_row_stride = s.in, g.a_col_stride = 1;
   g.b = xT, g.ldb = s.batch;
-  g.c = yT, g.ldc = s.batch;
-  g.epilogue.row_bias = b;
+  g.c = yT + static_cast<std::ptrdiff_t>(rows.begin) * s.batch, g.ldc = s.batch;
+  g.epilogue.row_bias = b + rows.begin;
   g.epilogue.relu = relu;
   gemm(isa, g);
 }
@@ -46,38 +62,45 @@ void row_sums(Isa isa, const float* m, std::ptrdiff_t row_stride, std::ptrdiff_t
 }  // namespace
 
 void weight_gradient(Isa isa, const float* dyT, const float* x, const float* ones, float* dw, float* db,
-                     LinearShape s) {
+                     LinearShape s, Part part) {
+  const Range rows = share(s.out, part, kRowAlign);
+  const float* my_dyT = dyT + static_cast<std::ptrdiff_t>(rows.begin) * s.batch;
   Gemm g;
-  g.m = s.out, g.n = s.in, g.k = s.batch;
-  g.a = dyT, g.a_row_stride = s.batch, g.a_col_stride = 1;
+  g.m = rows.end - rows.begin, g.n = s.in, g.k = s.batch;
+  g.a = my_dyT, g.a_row_stride = s.batch, g.a_col_stride = 1;
   g.b = x, g.ldb = s.in;
-  g.c = dw, g.ldc = s.in;
+  g.c = dw + static_cast<std::ptrdiff_t>(rows.begin) * s.in, g.ldc = s.in;
   gemm(isa, g);
-  row_sums(isa, dyT, s.batch, 1, ones, db, s.out, s.batch);
+  row_sums(isa, my_dyT, s.batch, 1, ones, db + rows.begin, rows.end - rows.begin, s.batch);
 }
 
 void weight_gradient_from_transposed(Isa isa, const float* xT, const float* dy, const float* ones,
-                                     float* scratch, float* dw, float* db, LinearShape s) {
+                                     float* scratch, float* dw, float* db, LinearShape s, Part part) {
+  // Split by rows of dw^T: a part turns its own rows of the scratch into its own columns of dw.
+  const Range rows = share(s.in, part, kRowAlign);
   Gemm g;
-  g.m = s.in, g.n = s.out, g.k = s.batch;
-  g.a = xT, g.a_row_stride = s.batch, g.a_col_stride = 1;
+  g.m = rows.end - rows.begin, g.n = s.out, g.k = s.batch;
+  g.a = xT + static_cast<std::ptrdiff_t>(rows.begin) * s.batch, g.a_row_stride = s.batch, g.a_col_stride = 1;
   g.b = dy, g.ldb = s.out;
-  g.c = scratch, g.ldc = s.out;
+  g.c = scratch + static_cast<std::ptrdiff_t>(rows.begin) * s.out, g.ldc = s.out;
   gemm(isa, g);
-  transpose(scratch, dw, s.in, s.out);
-  // dy's columns are dyT's rows: the same sums, read down the columns.
-  row_sums(isa, dy, 1, s.out, ones, db, s.out, s.batch);
+  for (int k = rows.begin; k < rows.end; ++k)
+    for (int o = 0; o < s.out; ++o)
+      dw[static_cast<std::ptrdiff_t>(o) * s.in + k] = scratch[static_cast<std::ptrdiff_t>(k) * s.out + o];
+  // dy's columns are dyT's rows: the same sums, read down the columns; few enough for one part.
+  if (part.index == 0) row_sums(isa, dy, 1, s.out, ones, db, s.out, s.batch);
 }
 
 void input_gradient(Isa isa, const float* w, const float* dyT, const float* xT, float* dxT, LinearShape s,
-                    bool relu_mask) {
+                    bool relu_mask, Part part) {
+  const Range rows = share(s.in, part, kRowAlign);
   Gemm g;
-  g.m = s.in, g.n = s.batch, g.k = s.out;
-  g.a = w, g.a_row_stride = 1, g.a_col_stride = s.in;  // w^T, read down w's columns
+  g.m = rows.end - rows.begin, g.n = s.batch, g.k = s.out;
+  g.a = w + rows.begin, g.a_row_stride = 1, g.a_col_stride = s.in;  // w^T, read down w's columns
   g.b = dyT, g.ldb = s.batch;
-  g.c = dxT, g.ldc = s.batch;
+  g.c = dxT + static_cast<std::ptrdiff_t>(rows.begin) * s.batch, g.ldc = s.batch;
   if (relu_mask) {
-    g.epilogue.mask = xT;
+    g.epilogue.mask = xT + static_cast<std::ptrdiff_t>(rows.begin) * s.batch;
     g.epilogue.mask_stride = s.batch;
   }
   gemm(isa, g);

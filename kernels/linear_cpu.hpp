@@ -9,10 +9,25 @@
 
 namespace mnistdp::cpu {
 
-// dst[c, r] = src[r, c]
+// One member's share of an operation split among the threads of a team: each member computes its own rows of
+// every output and reads only what is complete. Since each element is one sum in a fixed order, the results
+// are the same bits however many members share the work.
+struct Part {
+  int index = 0;
+  int count = 1;
+};
+
+// [begin, end) of part's share of n items, split in whole multiples of `align` (the last share takes the
+// rest).
+struct Range {
+  int begin, end;
+};
+Range share(int n, Part part, int align);
+
+// dst[c, r] = src[r, c], for the part's share of the columns c.
 void transpose(const float* src,  // [rows, cols]
                float* dst,        // [cols, rows]
-               int rows, int cols);
+               int rows, int cols, Part part = {});
 
 // yT = w xT + b, clamped at 0 when relu: ref::linear_forward, feature-major.
 void linear_forward(Isa isa,
@@ -20,7 +35,7 @@ void linear_forward(Isa isa,
                     const float* b,   // [out]
                     const float* xT,  // [in, batch]
                     float* yT,        // [out, batch]
-                    LinearShape s, bool relu);
+                    LinearShape s, bool relu, Part part = {});
 
 // dw = dy^T x from dy feature-major and x by rows; db = the sums of dy's rows of dyT, each summed in row
 // order as ref:: sums it.
@@ -30,8 +45,11 @@ void weight_gradient(Isa isa,
                      const float* ones,  // [batch], every element 1
                      float* dw,          // [out, in]
                      float* db,          // [out]
-                     LinearShape s);
+                     LinearShape s, Part part = {});
 
+// Split by rows of dw: a part reads only its own rows of dyT. weight_gradient and input_gradient split their
+// [256]-row outputs alike, so the rows of dx one part writes are the rows of dy it reads next.
+//
 // The same gradients from the other two layouts, for a layer whose input is at hand only feature-major:
 // dw^T = xT dy into `scratch`, then transposed into dw. For a narrow layer (out of a vector's width or less)
 // this is the cheaper way, as the transpose is of the small [in, out] result, not of x.
@@ -42,7 +60,7 @@ void weight_gradient_from_transposed(Isa isa,
                                      float* scratch,     // [in, out]
                                      float* dw,          // [out, in]
                                      float* db,          // [out]
-                                     LinearShape s);
+                                     LinearShape s, Part part = {});
 
 // dxT = w^T dyT; with relu_mask, zeroed where xT <= 0 (xT is then the ReLU's output, as in ref::).
 void input_gradient(Isa isa,
@@ -50,6 +68,6 @@ void input_gradient(Isa isa,
                     const float* dyT,  // [out, batch]
                     const float* xT,   // [in, batch], read only with relu_mask
                     float* dxT,        // [in, batch]
-                    LinearShape s, bool relu_mask);
+                    LinearShape s, bool relu_mask, Part part = {});
 
 }  // namespace mnistdp::cpu

@@ -50,10 +50,11 @@ struct RunResult {
   int steps = 0;
 };
 
-RunResult run(const DataSplits& data, int replicas, SgdConfig sgd, bool shard_mean_mistake = false) {
+RunResult run(const DataSplits& data, int replicas, SgdConfig sgd, bool shard_mean_mistake = false,
+              int threads = 1) {
   std::vector<std::unique_ptr<Replica>> list;
   for (int r = 0; r < replicas; ++r) {
-    std::unique_ptr<Replica> replica = std::make_unique<CpuReplica>(data, r);
+    std::unique_ptr<Replica> replica = std::make_unique<CpuReplica>(data, r, threads);
     if (shard_mean_mistake) replica = std::make_unique<ShardMeanReplica>(std::move(replica), replicas);
     list.push_back(std::move(replica));
   }
@@ -114,6 +115,25 @@ TEST_CASE("N CPU replicas train to the parameters of one replica", "[data_parall
     REQUIRE(parallel.losses.size() == single.losses.size());
     for (std::size_t i = 0; i < single.losses.size(); ++i)
       CHECK(parallel.losses[i] == Approx(single.losses[i]).epsilon(1e-5));
+  }
+}
+
+TEST_CASE("a CPU replica's threads give the bits of one thread", "[data_parallel]") {
+  // Each element of every product is one sum in a fixed order, whichever thread computes it, so splitting a
+  // step among threads changes no bit: not a tolerance, equality.
+  const DataSplits data = testing::synthetic_splits(kTrainRows, 10, 21);
+  SgdConfig sgd;
+  sgd.momentum = GENERATE(0.0f, 0.9f);
+  for (int replicas : {1, 3}) {
+    const RunResult one = run(data, replicas, sgd, false, 1);
+    for (int threads : {2, 3, 5}) {
+      INFO(replicas << " replicas of " << threads << " threads, momentum " << sgd.momentum);
+      const RunResult many = run(data, replicas, sgd, false, threads);
+      REQUIRE(many.steps == one.steps);
+      CHECK(many.losses == one.losses);
+      for (int r = 0; r < replicas; ++r)
+        CHECK(many.params[r] == one.params[r]);
+    }
   }
 }
 

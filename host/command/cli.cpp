@@ -126,7 +126,10 @@ void add_train_options(CLI::App& train, TrainOptions& o) {
                   "Every this many steps, verify that all replicas hold bit-identical parameters (0: never)")
       ->check(whole_number(0, 1'000'000'000))
       ->capture_default_str();
-  train.add_option("--threads", o.threads, "OpenBLAS threads per CPU replica")
+  train
+      .add_option(
+          "--threads", o.threads,
+          "Threads per CPU replica: each step's products, gather and SGD split among them (the same results)")
       ->check(whole_number(1, 1024))
       ->capture_default_str();
   train.add_option("--device", o.device, "Where to train: auto (a GPU when one is usable), cpu or cuda")

@@ -20,7 +20,7 @@ struct TrainOptions {
   TrainConfig train;
   int replicas = 0;              // 0: one on the CPU, one per GPU; more: CPU threads, or replicas on one GPU
   std::string devices = "all";   // GPUs to use: "all" or a list such as "0,1,3"
-  int threads = 1;               // OpenBLAS threads per CPU replica
+  int threads = 1;               // threads per CPU replica (ThreadTeam)
   std::string device = "auto";   // auto, cpu, cuda
   std::string gemm = "blocked";  // the CUDA matrix product: naive, tiled, blocked, slab, cublas
   bool cuda_graphs = false;      // replay each CUDA training step as a CUDA graph

@@ -8,7 +8,6 @@
 #include "host/command/progress.hpp"
 #include "host/cpu/cpu_replica.hpp"
 #include "kernels/cpu_gemm.hpp"
-#include "kernels/linear.hpp"
 
 #ifdef MNISTDP_WITH_CUDA
 #include "host/cuda/cuda_communicators.hpp"
@@ -25,13 +24,12 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 Placement cpu_placement(const TrainOptions& o, const LaunchInfo& launch) {
   Placement p;
   p.replicas = o.replicas > 0 ? o.replicas : 1;
-  // Each replica runs on a thread of its own.
-  p.device_lines.push_back(
-      fmt::format("cpu: {}{}, matrix products in {} (chosen by the CPU's features)",
-                  launch.multi_process() ? fmt::format("each of {} processes, ", launch.world_size) : "",
-                  p.replicas == 1 ? std::string("1 replica")
-                                  : fmt::format("{} replicas, each on its own thread", p.replicas),
-                  cpu::isa_name(cpu::best_isa())));
+  // Each replica runs on a thread of its own, which --threads - 1 more threads help.
+  p.device_lines.push_back(fmt::format(
+      "cpu: {}{}, {} thread{}{}, matrix products in {} (chosen by the CPU's features)",
+      launch.multi_process() ? fmt::format("each of {} processes, ", launch.world_size) : "",
+      p.replicas == 1 ? std::string("1 replica") : fmt::format("{} replicas", p.replicas), o.threads,
+      o.threads == 1 ? "" : "s", p.replicas == 1 ? "" : " each", cpu::isa_name(cpu::best_isa())));
   return p;
 }
 
@@ -172,10 +170,8 @@ std::vector<std::unique_ptr<Replica>> make_replicas(const TrainOptions& o, const
     return replicas;
   }
 #endif
-  // OpenBLAS's thread count is process-wide; each replica thread then uses that many.
-  blas::set_threads(o.threads);
   for (int r = 0; r < placement.replicas; ++r)
-    replicas.push_back(std::make_unique<CpuReplica>(data, r));
+    replicas.push_back(std::make_unique<CpuReplica>(data, r, o.threads));
   return replicas;
 }
 

@@ -28,16 +28,18 @@ void check_size(std::size_t got, std::size_t want, const char* what) {
 
 }  // namespace
 
-CpuReplica::CpuReplica(const DataSplits& data, int index)
+CpuReplica::CpuReplica(const DataSplits& data, int index, int threads)
     : data_(data),
       index_(index),
       isa_(cpu::best_isa()),
       params_(ParamLayout::kCount),
       grads_(ParamLayout::kGradCount),
-      fc2_dwT_(static_cast<std::size_t>(kHid) * kOut) {}
+      fc2_dwT_(static_cast<std::size_t>(kHid) * kOut),
+      team_(threads) {}
 
 std::string CpuReplica::description() const {
-  return fmt::format("cpu:{}", index_);
+  return team_.size() == 1 ? fmt::format("cpu:{}", index_)
+                           : fmt::format("cpu:{} ({} threads)", index_, team_.size());
 }
 
 void CpuReplica::load_parameters(std::span<const float> params) {
@@ -97,14 +99,17 @@ void CpuReplica::reserve_rows(int rows) {
   capacity_rows_ = rows;
 }
 
-void CpuReplica::forward(int rows) {
+void CpuReplica::forward(int rows, cpu::Part part) {
   const auto p = ParamViews<const float>::of(params_.data());
-  cpu::transpose(x_.data(), xT_.data(), rows, kIn);
+  cpu::transpose(x_.data(), xT_.data(), rows, kIn, part);
+  team_.barrier();
   cpu::linear_forward(isa_, p.fc1_weight, p.fc1_bias, xT_.data(), hiddenT_.data(), {rows, kIn, kHid},
-                      /*relu=*/true);
+                      /*relu=*/true, part);
+  team_.barrier();
   cpu::linear_forward(isa_, p.fc2_weight, p.fc2_bias, hiddenT_.data(), logitsT_.data(), {rows, kHid, kOut},
-                      /*relu=*/false);
-  cpu::transpose(logitsT_.data(), logits_.data(), kOut, rows);
+                      /*relu=*/false, part);
+  team_.barrier();
+  if (part.index == 0) cpu::transpose(logitsT_.data(), logits_.data(), kOut, rows);
 }
 
 void CpuReplica::compute_gradients(int first, int count, int global_batch) {
@@ -116,28 +121,40 @@ void CpuReplica::compute_gradients(int first, int count, int global_batch) {
     throw std::invalid_argument(
         fmt::format("compute_gradients: global batch {} for a shard of {} rows", global_batch, count));
   reserve_rows(std::max(count, 1));
-  timeline_.mark(Mark::gather);
-  ref::gather_normalize(data_.train.images.data(), data_.train.labels.data(), order_.data() + first,
-                        x_.data(), y_.data(), count, kIn);
-  timeline_.mark(Mark::forward);
-  forward(count);
-
   const auto p = ParamViews<const float>::of(params_.data());
   const auto g = ParamViews<float>::of(grads_.data());
-  timeline_.mark(Mark::loss);
-  grads_[ParamLayout::kLossSlot] = ref::softmax_xent(logits_.data(), y_.data(), dlogits_.data(), count, kOut,
-                                                     1.0f / static_cast<float>(global_batch));
-  timeline_.mark(Mark::backward);
-  // fc2's input is at hand only feature-major, so its weight gradient is made transposed, a small [256, 10]
-  // result to turn, rather than from the hidden activations turned by rows.
-  const LinearShape fc2{count, kHid, kOut};
-  cpu::transpose(dlogits_.data(), dlogitsT_.data(), count, kOut);
-  cpu::weight_gradient_from_transposed(isa_, hiddenT_.data(), dlogits_.data(), ones_.data(), fc2_dwT_.data(),
-                                       g.fc2_weight, g.fc2_bias, fc2);
-  cpu::input_gradient(isa_, p.fc2_weight, dlogitsT_.data(), hiddenT_.data(), dhiddenT_.data(), fc2,
-                      /*relu_mask=*/true);
-  cpu::weight_gradient(isa_, dhiddenT_.data(), x_.data(), ones_.data(), g.fc1_weight, g.fc1_bias,
-                       {count, kIn, kHid});
+  const LinearShape fc1{count, kIn, kHid}, fc2{count, kHid, kOut};
+  team_.run([&](int member) {
+    const cpu::Part part{member, team_.size()};
+    const bool lead = member == 0;  // marks the timeline and does the few small serial pieces
+    if (lead) timeline_.mark(Mark::gather);
+    const cpu::Range rows = cpu::share(count, part, 1);
+    ref::gather_normalize(data_.train.images.data(), data_.train.labels.data(),
+                          order_.data() + first + rows.begin,
+                          x_.data() + static_cast<std::size_t>(rows.begin) * kIn, y_.data() + rows.begin,
+                          rows.end - rows.begin, kIn);
+    team_.barrier();
+    if (lead) timeline_.mark(Mark::forward);
+    forward(count, part);
+
+    if (lead) {
+      timeline_.mark(Mark::loss);
+      grads_[ParamLayout::kLossSlot] = ref::softmax_xent(logits_.data(), y_.data(), dlogits_.data(), count,
+                                                         kOut, 1.0f / static_cast<float>(global_batch));
+      cpu::transpose(dlogits_.data(), dlogitsT_.data(), count, kOut);
+      timeline_.mark(Mark::backward);
+    }
+    team_.barrier();
+    // fc2's input is at hand only feature-major, so its weight gradient is made transposed, a small [256, 10]
+    // result to turn, rather than from the hidden activations turned by rows.
+    cpu::weight_gradient_from_transposed(isa_, hiddenT_.data(), dlogits_.data(), ones_.data(),
+                                         fc2_dwT_.data(), g.fc2_weight, g.fc2_bias, fc2, part);
+    cpu::input_gradient(isa_, p.fc2_weight, dlogitsT_.data(), hiddenT_.data(), dhiddenT_.data(), fc2,
+                        /*relu_mask=*/true, part);
+    // No barrier: this part's rows of dhiddenT_, just written, are the rows fc1's weight gradient reads here.
+    cpu::weight_gradient(isa_, dhiddenT_.data(), x_.data(), ones_.data(), g.fc1_weight, g.fc1_bias, fc1,
+                         part);
+  });
   timeline_.mark(Mark::backward_end);
 }
 
@@ -146,8 +163,12 @@ void CpuReplica::sgd_step(const SgdConfig& cfg) {
   const bool first_step = use_momentum && !has_momentum_;
   if (first_step) momentum_.resize(ParamLayout::kCount);
   timeline_.mark(Mark::sgd);
-  ref::sgd_step(params_.data(), grads_.data(), use_momentum ? momentum_.data() : nullptr, ParamLayout::kCount,
-                cfg, first_step);
+  team_.run([&](int member) {
+    const cpu::Range mine = cpu::share(static_cast<int>(ParamLayout::kCount), {member, team_.size()}, 16);
+    ref::sgd_step(params_.data() + mine.begin, grads_.data() + mine.begin,
+                  use_momentum ? momentum_.data() + mine.begin : nullptr,
+                  static_cast<std::size_t>(mine.end - mine.begin), cfg, first_step);
+  });
   has_momentum_ = has_momentum_ || use_momentum;
   timeline_.mark(Mark::sgd_end);
 }
@@ -166,7 +187,7 @@ EvalResult CpuReplica::evaluate() {
     std::iota(rows.begin(), rows.begin() + count, first);
     ref::gather_normalize(test.images.data(), test.labels.data(), rows.data(), x_.data(), y_.data(), count,
                           kIn);
-    forward(count);
+    team_.run([&](int member) { forward(count, {member, team_.size()}); });
     result.loss_sum += ref::softmax_xent(logits_.data(), y_.data(), /*dlogits=*/nullptr, count, kOut, 1.0f);
     result.correct += ref::count_correct(logits_.data(), y_.data(), count, kOut);
     result.count += count;

@@ -4,16 +4,18 @@
 #include <cstdint>
 #include <vector>
 
+#include "host/cpu/thread_team.hpp"
 #include "host/training/replica.hpp"
-#include "kernels/cpu_gemm.hpp"
+#include "kernels/linear_cpu.hpp"
 #include "mnist_io/dataset.hpp"
 
 namespace mnistdp {
 
 class CpuReplica final : public Replica {
  public:
-  // data must outlive the replica; CPU replicas share it read-only instead of each holding a copy.
-  CpuReplica(const DataSplits& data, int index);
+  // data must outlive the replica; CPU replicas share it read-only instead of each holding a copy. `threads`
+  // share each step's work (ThreadTeam); the results are the same bits for any number.
+  CpuReplica(const DataSplits& data, int index, int threads = 1);
 
   std::string description() const override;
   void load_parameters(std::span<const float> params) override;
@@ -35,8 +37,9 @@ class CpuReplica final : public Replica {
  private:
   // Resizes the activations for `rows` rows; a no-op once they are large enough.
   void reserve_rows(int rows);
-  // Forward pass over x_ (rows already gathered) into logits_.
-  void forward(int rows);
+  // One member's part of the forward pass over x_ (rows already gathered) into logits_; every member must
+  // call it (it has barriers).
+  void forward(int rows, cpu::Part part);
 
   const DataSplits& data_;
   int index_;
@@ -62,6 +65,7 @@ class CpuReplica final : public Replica {
   std::vector<float> ones_;      // [rows], the bias gradients' sums as products
   std::vector<float> fc2_dwT_;   // [256, 10], fc2's weight gradient before its transpose
   HostTimeline timeline_;        // the marks of traced steps (--trace)
+  ThreadTeam team_;
 };
 
 }  // namespace mnistdp

@@ -160,7 +160,7 @@ check "after --max-steps: the steps run, not '1 epoch'" contains "$work/short.ou
 check "the trace's title: the steps traced" contains "$work/short.out" "timeline of 5 steps (epoch 0, steps 0 to 4)"
 check "the metrics: lr as given" contains "$work/m.jsonl" '"lr":0.01,'
 check "one CPU replica: the device line names it and the instruction set of its products" \
-  grep -q "^device: cpu: 1 replica, matrix products in .* (chosen by the CPU.s features)$" "$work/short.out"
+  grep -q "^device: cpu: 1 replica, 1 thread, matrix products in .* (chosen by the CPU.s features)$" "$work/short.out"
 train --epochs 1 --max-steps 150 --resume "$work/part.orig" --trace "$work/rt.json" --explain \
   >"$work/resumed.out" 2>&1
 check "a resumed run's trace numbers its steps in all" grep -q '"step":100[,}]' "$work/rt.json"
