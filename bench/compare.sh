@@ -5,10 +5,15 @@
 #
 #   bench/compare.sh [--device auto|cpu|cuda] [--epochs N] [--threads N] [--data DIR] [--binary PATH]
 #                    [--gemm LIST] [--peers LIST] [--python PATH] [--coretype NAME] [--out DIR] [--no-plot]
-#                    [--mnistdp-args "ARGS"] [--commit TEXT] [--rounds N] [--graphs]
+#                    [--mnistdp-args "ARGS"] [--commit TEXT] [--rounds N] [--graphs] [--torch2 PYTHON|none]
 #
 #   cpu  (default without a GPU): mnist-dp --device cpu, and PyTorch's tensor and loader variants with Debian's
-#        /usr/bin/python3 (python3-torch), all with --threads threads (OpenBLAS and PyTorch alike).
+#        /usr/bin/python3 (python3-torch, 1.13 on OpenBLAS), all with --threads threads; and the same variants,
+#        named pytorch2-..., with PyTorch 2 from PyPI (MKL), the peer users would pick: --torch2 names its
+#        python (default: the environment bench/peers/make_torch2_venv.sh makes, where it exists; none: skip).
+#        The table adds each run's GFLOP/s (the products of a step, 2 x 64 x (2 x 784 x 256 + 3 x 256 x 10)
+#        floating-point operations, over the time) and its time over the floor: those products at one core's
+#        peak (mnist-dp-gemm-survey --peak, FMA chains in the widest vectors) times the thread count.
 #   cuda (default when nvidia-smi works): mnist-dp --device cuda once per --gemm (naive,tiled,blocked,slab,cublas),
 #        and PyTorch eager with the data on the device (tensor), compile and graphs, with `python3`. --graphs adds a
 #        run per --gemm with mnist-dp's --cuda-graphs (each step replayed as a CUDA graph), named ...-graphs, and
@@ -31,7 +36,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 device=auto epochs=3 threads=1 data=/usr/share/datasets/fashion-mnist binary=build/default/mnist-dp
 gemms=naive,tiled,blocked,slab,cublas peers="" python="" coretype="" out="" plot=1 extra="" commit="" rounds=1
-graphs=0
+graphs=0 torch2=auto
 while [ $# -gt 0 ]; do
   case "$1" in
     --device) device=$2; shift 2 ;;
@@ -49,6 +54,7 @@ while [ $# -gt 0 ]; do
     --commit) commit=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
     --graphs) graphs=1; shift ;;
+    --torch2) torch2=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set /{/^set /!p}' "$0"; exit 0 ;;
     *) echo "compare.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
   esac
@@ -73,6 +79,20 @@ else
 fi
 "$python" -c "import torch, numpy" 2>/dev/null ||
   { echo "compare.sh: $python has no PyTorch and NumPy (CPU: scripts/setup.sh --peers)" >&2; exit 1; }
+if [ "$torch2" = auto ]; then
+  torch2=none
+  default_torch2=${MNISTDP_PEERS_DIR:-$HOME/.cache/mnist-dp/peers}/torch2/bin/python
+  [ "$device" = cpu ] && [ -x "$default_torch2" ] && torch2=$default_torch2
+  [ "$torch2" = none ] && [ "$device" = cpu ] &&
+    echo "compare.sh: no PyTorch 2 environment ($default_torch2): bench/peers/make_torch2_venv.sh makes it" >&2
+fi
+if [ "$torch2" != none ]; then
+  "$torch2" -c "import torch, numpy" 2>/dev/null ||
+    { echo "compare.sh: --torch2 $torch2 has no PyTorch and NumPy (bench/peers/make_torch2_venv.sh)" >&2; exit 1; }
+fi
+peak_json='{"peak_gflops": null, "peak_isa": "unmeasured"}'
+survey=$(dirname "$binary")/mnist-dp-gemm-survey
+[ -x "$survey" ] && peak_json=$("$survey" --peak)
 [ -n "$coretype" ] && export OPENBLAS_CORETYPE=$coretype
 # One thread count for everyone: OpenBLAS (mnist-dp and PyTorch's BLAS) and PyTorch's own intra-op pool.
 export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads
@@ -102,6 +122,8 @@ cat >"$out/runs/machine.json" <<EOF
  "device": "$device", "gpu": "$gpu", "driver": "$driver", "commit": "$commit",
  "epochs": $epochs, "threads": $threads, "data": "$data", "python": "$("$python" -c 'import sys; print(sys.version.split()[0])')",
  "torch": "$("$python" -c 'import torch; print(torch.__version__)')", "rounds": $rounds,
+ "torch2": "$([ "$torch2" != none ] && "$torch2" -c 'import torch; print(torch.__version__)')",
+ "peak": $peak_json,
  "load_average_before": $load_before}
 EOF
 
@@ -119,11 +141,12 @@ run_mnistdp() {  # name, then extra arguments
     failed=1
   fi
 }
-run_peer() {  # variant
-  local name="pytorch-$1" file="$out/runs/pytorch-$1.r$round"
+run_peer() {  # variant [python name-prefix]
+  local py=${2:-$python} prefix=${3:-pytorch}
+  local name="$prefix-$1" file="$out/runs/$prefix-$1.r$round"
   echo "compare.sh: round $round: $name" >&2
   echo "$name $round $(cut -d' ' -f1 /proc/loadavg)" >>"$out/runs/load.txt"
-  if ! "$python" bench/peers/simplenet_pytorch.py --variant "$1" --device "$device" --data "$data" \
+  if ! "$py" bench/peers/simplenet_pytorch.py --variant "$1" --device "$device" --data "$data" \
       --epochs "$epochs" --threads "$threads" >"$file.log" 2>&1; then
     # A variant this PyTorch or device cannot run (compile before 2.0, graphs without a GPU) is noted, not fatal.
     echo "compare.sh: $name did not run: $(tail -1 "$file.log")" >&2
@@ -148,6 +171,9 @@ for ((round = 1; round <= rounds; round++)); do
     done
   fi
   for p in "${peer_list[@]}"; do run_peer "$p"; done
+  if [ "$torch2" != none ]; then
+    for p in "${peer_list[@]}"; do run_peer "$p" "$torch2" pytorch2; done
+  fi
 done
 
 cut -d' ' -f1 /proc/loadavg >"$out/runs/load_after.txt"

@@ -9,7 +9,10 @@ DIR/runs/ holds machine.json, load.txt, and per configuration and round NAME.rK.
 Headline time: the median epoch time over the epochs after the first of every round (the first pays for start-up,
 compilation and graph capture), or over every epoch when a round has only one. samples/s and us/step follow from it and the epoch's
 samples and steps. "x mnist-dp" is the configuration's headline time over mnist-dp's default configuration (cpu,
-or cuda with --gemm blocked): above 1, mnist-dp is faster.
+or cuda with --gemm blocked): above 1, mnist-dp is faster. On the CPU, GFLOP/s is the products of an epoch's steps
+(2 x rows x (2 x 784 x 256 + 3 x 256 x 10): fc1 and fc2 forward, both weight gradients, fc2's input gradient) over
+the headline time, and "x floor" the headline time over those products at the peak machine.json records (one
+core's, FMA chains in its widest vectors, times the thread count).
 """
 import json
 import os
@@ -59,23 +62,41 @@ def headline(rounds):
     return seconds, pooled[0]["steps"], pooled[0].get("samples", 60000), len(pooled)
 
 
-def describe(name, machine, log_text):
+# Floating-point operations of the matrix products per training row (the step's products are linear in the rows).
+PRODUCT_FLOP_PER_ROW = 2 * (2 * 784 * 256 + 3 * 256 * 10)
+
+KERNELS_LINE = re.compile(r"matrix products in (.+?) \(chosen")
+
+
+def describe(name, machine, log_text, first_epoch):
     if name.startswith("mnistdp-"):
         device = name[len("mnistdp-"):]
         if device == "cpu":
-            return f"mnist-dp, cpu (OpenBLAS {machine['openblas_core']}, {machine['threads']} thread(s))"
+            m = KERNELS_LINE.search(log_text)
+            kernels = f"hand-written {m.group(1)}" if m else "kernels unknown"
+            return f"mnist-dp, cpu ({kernels}, {machine['threads']} thread(s))"
         gemm = device.split('-', 1)[1]
         if gemm.endswith("-fused-step"):
             return f"mnist-dp, cuda, --gemm {gemm[:-len('-fused-step')]} --fused-step"
         if gemm.endswith("-graphs"):
             return f"mnist-dp, cuda, --gemm {gemm[:-len('-graphs')]} --cuda-graphs"
         return f"mnist-dp, cuda, --gemm {gemm}"
-    variant = name[len("pytorch-"):]
+    prefix, variant = name.split("-", 1)
     what = {"tensor": "data in one tensor" + (" on the GPU (eager)" if machine["device"] == "cuda" else ""),
             "loader": "as written (DataLoader)",
             "compile": "torch.compile reduce-overhead",
             "graphs": "whole step in a CUDA graph"}.get(variant, variant)
-    return f"PyTorch {machine['torch']}, {what}"
+    version = machine["torch2"] if prefix == "pytorch2" else machine["torch"]
+    e = first_epoch or {}
+    if e.get("blas") == "mkl":
+        lib = f"MKL {e.get('mkl', '')}".strip()
+    elif "openblas_core" in e:
+        lib = f"OpenBLAS {e['openblas_core']}"
+    else:
+        lib = e.get("blas", "")
+    if e.get("cpu_capability"):
+        lib += f", {e['cpu_capability']}"
+    return f"PyTorch {version}" + (f" ({lib})" if lib and machine["device"] == "cpu" else "") + f", {what}"
 
 
 def main():
@@ -125,7 +146,7 @@ def main():
                 row["rounds"].append(epochs)
             if k == 1:
                 row["loss"] = [{"epoch": e, "step": s, "loss": v} for e, s, v in losses]
-        row["label"] = describe(name, machine, "")
+        row["label"] = describe(name, machine, log_text, row["rounds"][0][0] if row["rounds"] else None)
         row["load_at_start"] = loads.get(name, [])
         row["epochs"] = [e for r in row["rounds"] for e in r]
         if not row["rounds"]:
@@ -136,6 +157,13 @@ def main():
         row.update(status="ok", seconds_per_epoch=seconds, epochs_in_median=counted, steps_per_epoch=steps,
                    samples_per_second=samples / seconds, us_per_step=seconds / steps * 1e6,
                    final_test_accuracy=row["rounds"][-1][-1].get("test_accuracy"))
+        if machine["device"] == "cpu":
+            flop = PRODUCT_FLOP_PER_ROW * samples
+            row["gflops"] = flop / seconds / 1e9
+            peak = (machine.get("peak") or {}).get("peak_gflops")
+            if peak:
+                row["floor_seconds"] = flop / (peak * 1e9 * machine["threads"])
+                row["time_over_floor"] = seconds / row["floor_seconds"]
         rows.append(row)
 
     base_name = "mnistdp-cpu" if machine["device"] == "cpu" else "mnistdp-cuda-blocked"
@@ -152,7 +180,7 @@ def main():
     lines = [
         f"# mnist-dp against PyTorch: {machine['device']}, {machine['date'][:10]}",
         "",
-        f"Machine: {machine['host']}, {where}; OpenBLAS kernels: {machine['openblas_core']}"
+        f"Machine: {machine['host']}, {where}; Debian's OpenBLAS (Debian's PyTorch's BLAS) picks its {machine['openblas_core']} kernels"
         + (f" (OPENBLAS_CORETYPE={machine['openblas_coretype_env']})" if machine["openblas_coretype_env"] else
            " (OPENBLAS_CORETYPE unset)")
         + f"; load average {machine['load_average_before']} before, {load_after} after"
@@ -164,19 +192,29 @@ def main():
         "(every epoch is in compare.json). "
         + (f"x mnist-dp: time over {base['label']}." if base else ""),
         "",
-        "| configuration | s/epoch | samples/s | us/step | final test accuracy | x mnist-dp |",
-        "|---|---:|---:|---:|---:|---:|",
+    ]
+    cpu = machine["device"] == "cpu"
+    peak = (machine.get("peak") or {}).get("peak_gflops")
+    if cpu and peak:
+        lines += [f"Peak: {peak:.1f} GFLOP/s a core ({machine['peak']['peak_isa']}), so the floor of an epoch's "
+                  f"products is {PRODUCT_FLOP_PER_ROW * 60000 / (peak * 1e9 * machine['threads']):.3f} s "
+                  f"on {machine['threads']} thread(s); x floor: time over it.", ""]
+    extra_head = " GFLOP/s | x floor |" if cpu else ""
+    lines += [
+        "| configuration | s/epoch | samples/s | us/step |" + extra_head + " final test accuracy | x mnist-dp |",
+        "|---|---:|---:|---:|" + ("---:|---:|" if cpu else "") + "---:|---:|",
     ]
     for r in rows:
         if r["status"] != "ok":
-            lines.append(f"| {r['label']} | {r['status']} | | | | |")
+            lines.append(f"| {r['label']} | {r['status']} | | |" + (" | |" if cpu else "") + " | |")
             continue
         acc = r["final_test_accuracy"]
+        extra = ""
+        if cpu:
+            extra = f" {r['gflops']:.1f} |" + (f" {r['time_over_floor']:.2f} |" if "time_over_floor" in r else " |")
         lines.append(f"| {r['label']} | {r['seconds_per_epoch']:.3f} | {r['samples_per_second']:,.0f} | "
-                     f"{r['us_per_step']:.1f} | {100 * acc:.2f}% | {r.get('time_over_mnistdp', float('nan')):.2f} |"
-                     if acc is not None else
-                     f"| {r['label']} | {r['seconds_per_epoch']:.3f} | {r['samples_per_second']:,.0f} | "
-                     f"{r['us_per_step']:.1f} | | {r.get('time_over_mnistdp', float('nan')):.2f} |")
+                     f"{r['us_per_step']:.1f} |{extra} " + (f"{100 * acc:.2f}%" if acc is not None else "") +
+                     f" | {r.get('time_over_mnistdp', float('nan')):.2f} |")
     table = "\n".join(lines) + "\n"
     with open(os.path.join(folder, "compare.md"), "w") as f:
         f.write(table)

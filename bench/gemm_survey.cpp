@@ -261,7 +261,14 @@ int main(int argc, char** argv) try {
   app.add_option("--repeats", repeats, "Timings per product (the median is reported)")->capture_default_str();
   app.add_option("--batch", batches, "Rows per replica")->capture_default_str();
   app.add_option("--json", json_path, "Write every row here");
+  bool peak_only = false;
+  app.add_flag("--peak", peak_only, "Measure one core's peak only, and print it as JSON");
   CLI11_PARSE(app, argc, argv);
+  if (peak_only) {
+    const auto [peak, isa] = measured_peak();
+    fmt::print("{}\n", nlohmann::json{{"peak_gflops", peak}, {"peak_isa", isa}}.dump());
+    return 0;
+  }
 
   Sgemm sgemm;
   std::string detail;

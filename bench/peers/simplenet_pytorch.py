@@ -19,6 +19,7 @@ import argparse
 import gzip
 import json
 import os
+import re
 import struct
 import sys
 import time
@@ -148,16 +149,30 @@ def make_graphed_step(model, criterion, optimizer, device, eager_step, x_train, 
 
 
 def describe(device):
-    """What ran: the GPU's name, or the OpenBLAS kernels PyTorch's BLAS calls use on this CPU."""
+    """What ran: the GPU's name; on the CPU, the BLAS PyTorch was built with, the vector width its own kernels
+    picked, and, for OpenBLAS, the kernels OpenBLAS chose for this CPU."""
     if device.type == "cuda":
         return {"gpu": torch.cuda.get_device_name(device), "cuda": torch.version.cuda}
-    try:
-        import ctypes
-        core = ctypes.CDLL("libopenblas.so.0").openblas_get_corename
-        core.restype = ctypes.c_char_p
-        return {"openblas_core": core().decode()}
-    except (OSError, AttributeError):
-        return {}
+    info = {}
+    config = torch.__config__.show()
+    blas = re.search(r"BLAS_INFO=(\w+)", config)
+    if blas:
+        info["blas"] = blas.group(1)
+    mkl = re.search(r"Math Kernel Library Version (\S+)", config)
+    if mkl:
+        info["mkl"] = mkl.group(1)
+    capability = getattr(getattr(torch.backends, "cpu", None), "get_cpu_capability", None)
+    if capability:
+        info["cpu_capability"] = capability()
+    if info.get("blas") != "mkl":  # Debian's build says "generic": the libblas.so.3 alternative, OpenBLAS here
+        try:
+            import ctypes
+            core = ctypes.CDLL("libopenblas.so.0").openblas_get_corename
+            core.restype = ctypes.c_char_p
+            info["openblas_core"] = core().decode()
+        except (OSError, AttributeError):
+            pass
+    return info
 
 
 def main():
