@@ -1,7 +1,9 @@
 // mnist-dp-cpu-bench: the CPU side of every op of a training step, at the training shapes (a replica's batch
 // of 64, 32, 22 or 8 rows), with Google Benchmark:
 //   ref/...    the reference ops (plain loops: the definition every other implementation is checked against)
-//   blas/...   the CPU training path (OpenBLAS for the products, the rest fused into one pass)
+//   cpu/...    the CPU training path: the products as cpu::gemm on feature-major activations
+//              (kernels/linear_cpu.hpp), in the widest instruction set this CPU has
+//   blas/...   the same layer through OpenBLAS (batch-major, the bias and ReLU fused into one pass after it)
 //   step/...   a whole step from the ops (gather, forward, softmax cross-entropy, backward, SGD), with either
 //   replica/.. and through CpuReplica, as the trainer runs it (one replica: no all-reduce)
 //   host/...   the trainer's own host work: the epoch's shuffle
@@ -10,7 +12,8 @@
 //                       --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 //                       --benchmark_format=json --benchmark_out=FILE]
 //
-// --threads sets OpenBLAS's thread count (default 1, as mnist-dp's --threads). Counters: FLOP/s from the
+// --threads sets OpenBLAS's thread count for the blas/ rows (default 1); replica/cpu runs one thread, as
+// mnist-dp's default --threads. Counters: FLOP/s from the
 // products' 2mnk (plus the elementwise work, counted by hand), bytes_per_second from the least each op must
 // move.
 #include <benchmark/benchmark.h>
@@ -35,6 +38,7 @@
 #include "host/model/params.hpp"
 #include "kernels/gather.hpp"
 #include "kernels/linear.hpp"
+#include "kernels/linear_cpu.hpp"
 #include "kernels/sgd.hpp"
 #include "kernels/softmax_xent.hpp"
 #include "mnist_io/dataset.hpp"
@@ -106,24 +110,50 @@ void set_rates(benchmark::State& st, double flops, double bytes) {
   st.SetBytesProcessed(static_cast<std::int64_t>(static_cast<double>(st.iterations()) * bytes));
 }
 
-enum class Impl { ref, blas };
+enum class Impl { ref, blas, cpu };
 const char* name(Impl i) {
-  return i == Impl::ref ? "ref" : "blas";
+  return i == Impl::ref ? "ref" : i == Impl::blas ? "blas" : "cpu";
 }
+
+// The layer as each implementation runs it. cpu:: keeps its activations feature-major: the buffers hold the
+// same number of values, so the benchmarks below time it on the same (random) data, read in its own layout;
+// its backward takes dy both ways (as the step has it) and needs a vector of ones and a scratch, made once
+// here.
+struct CpuScratch {
+  std::vector<float> ones = std::vector<float>(4096, 1.0f);
+  std::vector<float> dwT = std::vector<float>(sz(kIn) * kHid);
+  std::vector<float> dyT = std::vector<float>(sz(4096) * kHid);
+};
 
 void forward(Impl impl, const float* x, const float* w, const float* b, float* y, LinearShape s, bool relu) {
   if (impl == Impl::ref)
     ref::linear_forward(x, w, b, y, s, relu);
-  else
+  else if (impl == Impl::blas)
     blas::linear_forward(x, w, b, y, s, relu);
+  else
+    cpu::linear_forward(cpu::best_isa(), w, b, x, y, s, relu);
 }
 
+// With dx (fc2): both weight-gradient forms' work as the step does it (the transposed one, from x
+// feature-major), and dx feature-major with the mask; without (fc1): the weight gradient from dy
+// feature-major.
 void backward(Impl impl, const float* dy, const float* x, const float* w, float* dw, float* db, float* dx,
               LinearShape s, bool mask) {
-  if (impl == Impl::ref)
+  if (impl == Impl::ref) {
     ref::linear_backward(dy, x, w, dw, db, dx, s, mask);
-  else
+  } else if (impl == Impl::blas) {
     blas::linear_backward(dy, x, w, dw, db, dx, s, mask);
+  } else {
+    static CpuScratch scratch;
+    const cpu::Isa isa = cpu::best_isa();
+    if (dx != nullptr) {
+      cpu::weight_gradient_from_transposed(isa, x, dy, scratch.ones.data(), scratch.dwT.data(), dw, db, s);
+      cpu::transpose(dy, scratch.dyT.data(), s.batch, s.out);
+      cpu::input_gradient(isa, w, scratch.dyT.data(), x, dx, s, mask);
+    } else {
+      cpu::weight_gradient(isa, dy, x, scratch.ones.data(), dw, db, s);
+    }
+  }
 }
 
 // y = x w^T + b (ReLU on fc1): 2 B in out flops, plus the bias (and ReLU) per output.
@@ -312,7 +342,7 @@ void register_all(const DataSplits& data) {
         ->UseRealTime()
         ->MeasureProcessCPUTime();
   };
-  for (const Impl impl : {Impl::ref, Impl::blas}) {
+  for (const Impl impl : {Impl::ref, Impl::blas, Impl::cpu}) {
     for (const int b : kBatches) {
       auto id = [&](const char* op) { return fmt::format("{}/{}/{}", name(impl), op, b); };
       reg(id("fc1.fwd"), [=](benchmark::State& st) { bm_forward(st, impl, {b, kIn, kHid}, true); });
@@ -366,6 +396,7 @@ int run(int argc, char** argv) {
   benchmark::AddCustomContext("openblas_coretype_env", coretype ? coretype : "(unset)");
   const std::string load_before = read_loadavg();
   benchmark::AddCustomContext("load_average_1min_before", load_before);
+  benchmark::AddCustomContext("cpu_gemm_isa", cpu::isa_name(cpu::best_isa()));
   if (__builtin_cpu_supports("avx512f") && (core == "Prescott" || core == "Core2" || core == "Nehalem"))
     std::fprintf(
         stderr,

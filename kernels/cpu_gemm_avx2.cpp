@@ -9,8 +9,9 @@ namespace {
 struct Avx2 {
   using T = __m256;
   static constexpr int kLanes = 8;
-  // 6 x 2 accumulators, 2 vectors of B and a broadcast: 15 of the 16 registers.
-  static constexpr int kTileRows = 6;
+  // 12 accumulators (6 rows x 2 vectors or 12 x 1), a row of B and a broadcast: at most 15 of the 16
+  // registers.
+  static constexpr int kAccumulators = 12;
   static constexpr int kTileVectors = 2;
   static constexpr int kDepth = 256;  // 256 rows of 16 floats of B: 16 KiB
 

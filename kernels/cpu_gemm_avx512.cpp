@@ -9,8 +9,9 @@ namespace {
 struct Avx512 {
   using T = __m512;
   static constexpr int kLanes = 16;
-  // 6 x 4 accumulators, 4 vectors of B and a broadcast: 29 of the 32 registers.
-  static constexpr int kTileRows = 6;
+  // 24 accumulators (6 rows x 4 vectors up to 24 rows x 1), a row of B and a broadcast: at most 29 of the 32
+  // registers.
+  static constexpr int kAccumulators = 24;
   static constexpr int kTileVectors = 4;
   static constexpr int kDepth = 128;  // 128 rows of 64 floats of B: 32 KiB
 

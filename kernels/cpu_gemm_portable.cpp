@@ -10,7 +10,7 @@ struct Portable {
     float x[4];
   };
   static constexpr int kLanes = 4;
-  static constexpr int kTileRows = 4;
+  static constexpr int kAccumulators = 8;
   static constexpr int kTileVectors = 2;
   static constexpr int kDepth = 512;
 

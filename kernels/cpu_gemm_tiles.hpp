@@ -4,8 +4,11 @@
 // own target and instantiates run<V> with a V that provides:
 //   T                       the vector type
 //   kLanes                  floats in a T
-//   kTileRows, kTileVectors the register tile: kTileRows rows of C by kTileVectors vectors, every accumulator
-//                           and one row of B in registers at once
+//   kTileVectors            the widest register tile, in vectors of C
+//   kAccumulators           the vectors of C a tile keeps in registers (beside one row of B and a broadcast):
+//   a
+//                           tile of NV vectors has kAccumulators / NV rows, so that narrow column blocks (a
+//                           shard of 32 rows, 10 classes) still do many multiply-adds per load
 //   kDepth                  the k-slice of B a pass keeps in the L1 cache
 //   zero(), set1(x), load(p), load_part(p, lanes), store(p, v), store_part(p, v, lanes), fmadd(a, b, c) = a b
 //   + c, add(a, b), relu(v), zero_where_not_positive(mask, v)
@@ -13,7 +16,9 @@
 // Everything here is in an anonymous namespace and calls nothing from a library: it is compiled once per
 // target, and an inline function with external linkage compiled for AVX-512 could be the copy the linker
 // keeps for every caller, older CPUs' included.
+#include <cstddef>
 #include <utility>
+#include <vector>
 
 #include "kernels/cpu_gemm.hpp"
 
@@ -26,10 +31,42 @@ struct Pass {
   bool last;   // the sums are complete: apply the epilogue
 };
 
+// Where a row tile finds its elements of A: A[row0 + r, k0 + l] = at[r * row_stride + l * col_stride].
+struct ATile {
+  const float* at;
+  std::ptrdiff_t row_stride, col_stride;
+};
+
+// A's k-slice, either read where it lies or packed as its transpose, [l][row], so that a tile's broadcasts
+// for one l are adjacent whatever the tile's height. Packing costs one pass over the slice and pays where
+// several column blocks read all of A (the weight gradient's 13 blocks of 64 columns): A's rows are otherwise
+// as far apart as its row stride, each broadcast a cache line of its own.
+struct APanel {
+  const Gemm& g;
+  const Pass& pass;
+  const float* packed;  // nullptr: read A where it lies
+
+  ATile tile(int row0) const {
+    if (packed == nullptr)
+      return {g.a + row0 * g.a_row_stride + pass.k0 * g.a_col_stride, g.a_row_stride, g.a_col_stride};
+    return {packed + row0, 1, g.m};
+  }
+};
+
+inline void pack(const Gemm& g, const Pass& pass, float* out) {
+  for (int l = pass.k0; l < pass.k1; ++l)
+    for (int i = 0; i < g.m; ++i)
+      *out++ = g.a[i * g.a_row_stride + l * g.a_col_stride];
+}
+
+// Rows of a tile of NV vectors.
+template <class V, int NV>
+constexpr int kRows = V::kAccumulators / NV;
+
 // One tile of C: rows [row0, row0 + R), columns from col0, NV vectors, the last of them `last_lanes` wide
 // when Partial.
 template <class V, int R, int NV, bool Partial>
-inline void tile(const Gemm& g, const Pass& pass, int row0, int col0, int last_lanes) {
+inline void tile(const Gemm& g, const Pass& pass, const ATile& a, int row0, int col0, int last_lanes) {
   using T = typename V::T;
   constexpr int L = V::kLanes;
   const auto load = [last_lanes](const float* p, int v) {
@@ -37,34 +74,34 @@ inline void tile(const Gemm& g, const Pass& pass, int row0, int col0, int last_l
   };
 
   T acc[R][NV];
-#pragma GCC unroll 8
+#pragma GCC unroll 32
   for (int r = 0; r < R; ++r)
-#pragma GCC unroll 8
+#pragma GCC unroll 32
     for (int v = 0; v < NV; ++v)
       acc[r][v] = pass.first ? V::zero() : load(g.c + (row0 + r) * g.ldc + col0 + v * L, v);
 
-  const float* a = g.a + row0 * g.a_row_stride;
   for (int l = pass.k0; l < pass.k1; ++l) {
     const float* b = g.b + l * g.ldb + col0;
+    const float* a_l = a.at + (l - pass.k0) * a.col_stride;
     T bv[NV];
-#pragma GCC unroll 8
+#pragma GCC unroll 32
     for (int v = 0; v < NV; ++v)
       bv[v] = load(b + v * L, v);
-#pragma GCC unroll 8
+#pragma GCC unroll 32
     for (int r = 0; r < R; ++r) {
-      const T ar = V::set1(a[r * g.a_row_stride + l * g.a_col_stride]);
-#pragma GCC unroll 8
+      const T ar = V::set1(a_l[r * a.row_stride]);
+#pragma GCC unroll 32
       for (int v = 0; v < NV; ++v)
         acc[r][v] = V::fmadd(ar, bv[v], acc[r][v]);
     }
   }
 
   const Epilogue& e = g.epilogue;
-#pragma GCC unroll 8
+#pragma GCC unroll 32
   for (int r = 0; r < R; ++r) {
     float* c = g.c + (row0 + r) * g.ldc + col0;
     const T bias = V::set1(pass.last && e.row_bias != nullptr ? e.row_bias[row0 + r] : 0.0f);
-#pragma GCC unroll 8
+#pragma GCC unroll 32
     for (int v = 0; v < NV; ++v) {
       T x = acc[r][v];
       if (pass.last) {
@@ -81,30 +118,34 @@ inline void tile(const Gemm& g, const Pass& pass, int row0, int col0, int last_l
   }
 }
 
-// Every row of C for one column block, kTileRows rows a tile and the rows left over in one smaller tile.
+// Every row of C for one column block, kRows rows a tile and the rows left over in one smaller tile.
 template <class V, int NV, bool Partial>
-inline void column_block(const Gemm& g, const Pass& pass, int col0, int last_lanes) {
-  constexpr int R = V::kTileRows;
+inline void column_block(const APanel& a, const Pass& pass, int col0, int last_lanes) {
+  constexpr int R = kRows<V, NV>;
+  const Gemm& g = a.g;
   int row0 = 0;
   for (; row0 + R <= g.m; row0 += R)
-    tile<V, R, NV, Partial>(g, pass, row0, col0, last_lanes);
+    tile<V, R, NV, Partial>(g, pass, a.tile(row0), row0, col0, last_lanes);
   const int rows_left = g.m - row0;
   [&]<int... Rs>(std::integer_sequence<int, Rs...>) {
-    ((rows_left == Rs + 1 ? tile<V, Rs + 1, NV, Partial>(g, pass, row0, col0, last_lanes) : void()), ...);
+    ((rows_left == Rs + 1 ? tile<V, Rs + 1, NV, Partial>(g, pass, a.tile(row0), row0, col0, last_lanes)
+                          : void()),
+     ...);
   }
   (std::make_integer_sequence<int, R - 1>{});
 }
 
 // The last column block, narrower than a full one: NV vectors where NV < kTileVectors, or a partial last one.
 template <class V>
-inline void last_column_block(const Gemm& g, const Pass& pass, int col0) {
+inline void last_column_block(const APanel& a, const Pass& pass, int col0) {
+  const Gemm& g = a.g;
   constexpr int L = V::kLanes;
   const int columns = g.n - col0;
   const int vectors = (columns + L - 1) / L;
   const int last_lanes = columns - (vectors - 1) * L;
   [&]<int... Vs>(std::integer_sequence<int, Vs...>) {
-    ((vectors == Vs + 1 ? (last_lanes == L ? column_block<V, Vs + 1, false>(g, pass, col0, L)
-                                           : column_block<V, Vs + 1, true>(g, pass, col0, last_lanes))
+    ((vectors == Vs + 1 ? (last_lanes == L ? column_block<V, Vs + 1, false>(a, pass, col0, L)
+                                           : column_block<V, Vs + 1, true>(a, pass, col0, last_lanes))
                         : void()),
      ...);
   }
@@ -115,16 +156,23 @@ template <class V>
 void run(const Gemm& g) {
   if (g.m <= 0 || g.n <= 0) return;
   constexpr int block_columns = V::kTileVectors * V::kLanes;
+  // Grown to the largest slice a thread has packed, then reused: no allocation in a steady state.
+  thread_local std::vector<float> packed;
+  const bool pack_a = g.n > block_columns && g.k > 0;
+  if (pack_a && packed.size() < static_cast<std::size_t>(g.m) * V::kDepth)
+    packed.resize(static_cast<std::size_t>(g.m) * V::kDepth);
   // k-slices outermost, so that a column block's slice of B stays in L1 while every row tile of A passes over
   // it; the partial sums wait in C between slices. k = 0 still makes one pass, which writes the epilogue of
   // zero sums.
   for (int k0 = 0; k0 < g.k || k0 == 0; k0 += V::kDepth) {
     const int k1 = k0 + V::kDepth < g.k ? k0 + V::kDepth : g.k;
     const Pass pass{k0, k1, k0 == 0, k1 == g.k};
+    if (pack_a) pack(g, pass, packed.data());
+    const APanel a{g, pass, pack_a ? packed.data() : nullptr};
     int col0 = 0;
     for (; col0 + block_columns <= g.n; col0 += block_columns)
-      column_block<V, V::kTileVectors, false>(g, pass, col0, V::kLanes);
-    if (col0 < g.n) last_column_block<V>(g, pass, col0);
+      column_block<V, V::kTileVectors, false>(a, pass, col0, V::kLanes);
+    if (col0 < g.n) last_column_block<V>(a, pass, col0);
   }
 }
 
