@@ -7,13 +7,13 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdint>
 #include <cstring>
 #include <stdexcept>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "host/processes/tcp_frame.hpp"
 #include "host/processes/tcp_socket.hpp"
 
 namespace mnistdp {
@@ -22,75 +22,14 @@ namespace {
 
 using tcp::ConnectionLost;
 using tcp::Deadline;
+using tcp::Frame;
+using tcp::FrameHeader;
+using tcp::FrameType;
+using tcp::Hello;
+using tcp::kMagic;
+using tcp::kMaxErrorBytes;
 using tcp::Socket;
 using tcp::TimedOut;
-
-// The wire format: a header, then `bytes` bytes of payload. Host byte order: every rank runs the same binary
-// on the same kind of machine.
-enum class FrameType : std::uint32_t { Hello = 1, Welcome = 2, Data = 3, Error = 4 };
-constexpr std::uint32_t kMagic = 0x4d4e4450;  // "MNDP"
-
-struct FrameHeader {
-  std::uint32_t magic;
-  FrameType type;
-  std::int32_t origin;  // for Error: the rank that failed
-  std::uint32_t reserved;
-  std::uint64_t bytes;
-};
-
-// A hello's payload: who is connecting and how large it was told the world is.
-struct Hello {
-  std::int32_t rank;
-  std::int32_t world_size;
-};
-
-// The longest error text a frame carries; a longer message is cut to it.
-constexpr std::size_t kMaxErrorBytes = 64 * 1024;
-
-struct Frame {
-  FrameType type = FrameType::Error;
-  int origin = -1;
-  std::vector<std::byte> payload;
-
-  std::string text() const {
-    return std::string(reinterpret_cast<const char*>(payload.data()), payload.size());
-  }
-};
-
-void send_frame(const Socket& s, FrameType type, int origin, std::span<const std::byte> payload,
-                const Deadline& deadline) {
-  const FrameHeader header{kMagic, type, origin, 0, payload.size()};
-  tcp::send_all(s, &header, sizeof header, deadline);
-  tcp::send_all(s, payload.data(), payload.size(), deadline);
-}
-
-// Reads a header; ConnectionLost when it is not mnist-dp's (another program on that port).
-FrameHeader receive_header(const Socket& s, const Deadline& deadline) {
-  FrameHeader header{};
-  tcp::receive_all(s, &header, sizeof header, deadline);
-  if (header.magic != kMagic)
-    throw ConnectionLost{"it sent something that is not mnist-dp's protocol (another program on that port?)"};
-  return header;
-}
-
-// Reads the payload that `header`, just received, announces.
-Frame receive_payload(const Socket& s, const FrameHeader& header, const Deadline& deadline) {
-  Frame frame{header.type, header.origin, std::vector<std::byte>(header.bytes)};
-  tcp::receive_all(s, frame.payload.data(), frame.payload.size(), deadline);
-  return frame;
-}
-
-// Reads one whole frame. limit_bytes: the largest payload expected; a larger one means the peer runs
-// another program, and is ConnectionLost before anything is allocated for it.
-Frame receive_frame(const Socket& s, const Deadline& deadline, std::size_t limit_bytes) {
-  const FrameHeader header = receive_header(s, deadline);
-  if (header.bytes > limit_bytes)
-    throw ConnectionLost{
-        fmt::format("it sent {} bytes where at most {} were expected (ranks running "
-                    "different programs?)",
-                    header.bytes, limit_bytes)};
-  return receive_payload(s, header, deadline);
-}
 
 std::string rank_list(const std::vector<int>& ranks) {
   return fmt::format("{}", fmt::join(ranks, ", "));
@@ -158,7 +97,7 @@ class TcpProcessGroup final : public ProcessGroup {
         continue;
       Frame frame;
       try {
-        frame = receive_frame(peers_[i], Deadline(std::chrono::milliseconds(2000)), kMaxErrorBytes);
+        frame = tcp::receive_frame(peers_[i], Deadline(std::chrono::milliseconds(2000)), kMaxErrorBytes);
       } catch (const ConnectionLost& e) {
         broken_[i] = true;
         lost(r, e.why);
@@ -179,7 +118,7 @@ class TcpProcessGroup final : public ProcessGroup {
     for (std::size_t r = 0; r < peers_.size(); ++r) {
       if (static_cast<int>(r) == origin || !peers_[r].open() || broken_[r]) continue;
       try {
-        send_frame(peers_[r], FrameType::Error, origin, payload, deadline);
+        tcp::send_frame(peers_[r], FrameType::Error, origin, payload, deadline);
         told.push_back(&peers_[r]);
       } catch (...) {
         // Best effort: the peer may already have gone.
@@ -205,7 +144,7 @@ class TcpProcessGroup final : public ProcessGroup {
 
   void send_to(int r, FrameType type, std::span<const std::byte> payload, const Deadline& deadline) {
     try {
-      send_frame(peer(r), type, rank_, payload, deadline);
+      tcp::send_frame(peer(r), type, rank_, payload, deadline);
     } catch (...) {
       // Part of a frame may have left: nothing more may be written on this connection (abort's message would
       // land inside the unfinished frame and be read as data).
@@ -220,7 +159,8 @@ class TcpProcessGroup final : public ProcessGroup {
     } catch (const ConnectionLost& e) {
       // A peer that failed sends its reason and then closes; the reason may be waiting to be read.
       try {
-        const Frame last = receive_frame(peer(r), Deadline(std::chrono::milliseconds(500)), kMaxErrorBytes);
+        const Frame last =
+            tcp::receive_frame(peer(r), Deadline(std::chrono::milliseconds(500)), kMaxErrorBytes);
         if (last.type == FrameType::Error) remote_failure(last, r);
       } catch (const ConnectionLost&) {
       } catch (const TimedOut&) {
@@ -253,13 +193,13 @@ class TcpProcessGroup final : public ProcessGroup {
   void receive_data(int r, std::span<std::byte> into, const Deadline& deadline,
                     const std::string& on_timeout) {
     try {
-      const FrameHeader header = receive_header(peer(r), deadline);
+      const FrameHeader header = tcp::receive_header(peer(r), deadline);
       if (header.type == FrameType::Data && header.bytes == into.size()) {
         tcp::receive_all(peer(r), into.data(), into.size(), deadline);
         return;
       }
       if (header.type == FrameType::Error && header.bytes <= kMaxErrorBytes)
-        remote_failure(receive_payload(peer(r), header, deadline), r);
+        remote_failure(tcp::receive_payload(peer(r), header, deadline), r);
       throw std::runtime_error(fmt::format(
           "rank {} sent a message of {} bytes where {} bytes of data were expected: the ranks are "
           "not running the same collectives",
@@ -384,7 +324,7 @@ class TcpProcessGroup final : public ProcessGroup {
     Frame frame;
     try {
       // Short: a rank sends its hello as soon as it connects.
-      frame = receive_frame(s, Deadline(std::chrono::milliseconds(5000)), sizeof(Hello));
+      frame = tcp::receive_frame(s, Deadline(std::chrono::milliseconds(5000)), sizeof(Hello));
     } catch (const ConnectionLost&) {
       return false;
     } catch (const TimedOut&) {
@@ -407,7 +347,7 @@ class TcpProcessGroup final : public ProcessGroup {
     if (!refusal.empty()) {
       try {
         const auto text = std::as_bytes(std::span(refusal.data(), refusal.size()));
-        send_frame(s, FrameType::Error, 0, text, Deadline(std::chrono::milliseconds(2000)));
+        tcp::send_frame(s, FrameType::Error, 0, text, Deadline(std::chrono::milliseconds(2000)));
       } catch (...) {
         // It will find out when the connection closes.
       }
@@ -448,7 +388,7 @@ class TcpProcessGroup final : public ProcessGroup {
     send_to(0, FrameType::Hello, std::as_bytes(std::span(&hello, 1)), welcome_deadline);
     Frame frame;
     try {
-      frame = receive_frame(peer(0), welcome_deadline, kMaxErrorBytes);
+      frame = tcp::receive_frame(peer(0), welcome_deadline, kMaxErrorBytes);
     } catch (const ConnectionLost& e) {
       lost(0, e.why);
     } catch (const TimedOut&) {
