@@ -13,12 +13,12 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
-#include <nlohmann/json.hpp>
-#include <set>
 #include <system_error>
 #include <type_traits>
 #include <utility>
 
+#include "host/checkpoint/messages.hpp"
+#include "host/checkpoint/safetensors.hpp"
 #include "host/model/params.hpp"
 
 namespace mnistdp {
@@ -29,9 +29,6 @@ static_assert(sizeof(float) == 4);
 
 namespace {
 
-using Json = nlohmann::json;
-
-constexpr std::string_view kMetadataKey = "__metadata__";
 constexpr std::string_view kKeyVersion = "mnist_dp.format_version";
 constexpr std::string_view kKeyEpoch = "mnist_dp.epoch";
 constexpr std::string_view kKeyStep = "mnist_dp.step";
@@ -40,10 +37,6 @@ constexpr std::string_view kKeyFingerprint = "mnist_dp.data_fingerprint";
 constexpr std::string_view kKeyMomentum = "mnist_dp.momentum";
 constexpr std::array<std::string_view, 6> kReservedKeys = {kKeyVersion, kKeyEpoch,       kKeyStep,
                                                            kKeySeed,    kKeyFingerprint, kKeyMomentum};
-
-// The safetensors header of a real file nests three deep (root, tensor entry, shape). The limit stops a
-// header of a hundred million '[' from building a hundred million nested values before it is refused.
-constexpr int kMaxJsonDepth = 8;
 
 struct TensorSpec {
   std::string_view name;
@@ -66,42 +59,6 @@ const std::array<TensorSpec, 4>& simple_net_tensors() {
       {"fc2.bias", L::kFc2Bias, {L::kClasses}},
   }};
   return specs;
-}
-
-// Bits per element of every dtype the safetensors specification lists; a tensor of any of them may sit in a
-// file beside SimpleNet's, and its size is checked like theirs.
-std::optional<std::uint64_t> dtype_bits(std::string_view dtype) {
-  static constexpr std::array<std::pair<std::string_view, std::uint64_t>, 20> kBits = {{
-      {"BOOL", 8}, {"U8", 8},   {"I8", 8},    {"F8_E5M2", 8}, {"F8_E4M3", 8}, {"F8_E8M0", 8}, {"I16", 16},
-      {"U16", 16}, {"F16", 16}, {"BF16", 16}, {"I32", 32},    {"U32", 32},    {"F32", 32},    {"F64", 64},
-      {"I64", 64}, {"U64", 64}, {"C64", 64},  {"F4", 4},      {"F6_E2M3", 6}, {"F6_E3M2", 6},
-  }};
-  for (const auto& [name, bits] : kBits)
-    if (name == dtype) return bits;
-  return std::nullopt;
-}
-
-// Names and values from a file can hold anything; messages show them escaped and cut short.
-std::string printable(std::string_view text, std::size_t limit = 64) {
-  std::string out;
-  for (std::size_t i = 0; i < text.size() && i < limit; ++i) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    if (c < 0x20 || c == 0x7f)
-      out += fmt::format("\\x{:02x}", c);
-    else
-      out += static_cast<char>(c);
-  }
-  if (text.size() > limit) out += fmt::format("... ({} bytes)", text.size());
-  return out;
-}
-
-template <typename... Args>
-[[noreturn]] void fail(std::string_view name, fmt::format_string<Args...> format, Args&&... args) {
-  throw CheckpointError(fmt::format("{}: {}", name, fmt::format(format, std::forward<Args>(args)...)));
-}
-
-std::string errno_text(int error) {
-  return std::error_code(error, std::generic_category()).message();
 }
 
 // "fc1.weight[3, 17]" for a flat index, so that a bad value can be found in PyTorch too.
@@ -178,6 +135,10 @@ std::optional<std::vector<std::uint8_t>> base64_decode(std::string_view text) {
 
 // ---- files ----
 
+std::string errno_text(int error) {
+  return std::error_code(error, std::generic_category()).message();
+}
+
 class FileDescriptor {
  public:
   explicit FileDescriptor(int fd) : fd_(fd) {}
@@ -214,30 +175,7 @@ class TemporaryFile {
   bool committed_ = false;
 };
 
-// Where the bytes of a checkpoint come from: a file (read piece by piece, so a file of gigabytes that is not
-// a checkpoint is refused without being read), or memory.
-class ByteSource {
- public:
-  virtual ~ByteSource() = default;
-  virtual std::uint64_t size() const = 0;
-  // Fills `out` from `offset`; offset + out.size() <= size() is checked by the caller.
-  virtual void read(std::uint64_t offset, std::span<std::uint8_t> out) const = 0;
-};
-
-class MemorySource final : public ByteSource {
- public:
-  explicit MemorySource(std::span<const std::uint8_t> bytes) : bytes_(bytes) {}
-  std::uint64_t size() const override { return bytes_.size(); }
-  void read(std::uint64_t offset, std::span<std::uint8_t> out) const override {
-    if (out.empty()) return;  // memcpy with a null pointer is undefined even for no bytes
-    std::memcpy(out.data(), bytes_.data() + offset, out.size());
-  }
-
- private:
-  std::span<const std::uint8_t> bytes_;
-};
-
-class FileSource final : public ByteSource {
+class FileSource final : public safetensors::ByteSource {
  public:
   FileSource(const std::filesystem::path& path, std::string_view name)
       : fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)), name_(name) {
@@ -270,327 +208,6 @@ class FileSource final : public ByteSource {
   std::string name_;
   std::uint64_t size_ = 0;
 };
-
-// ---- reading ----
-
-struct TensorEntry {
-  std::string name;
-  std::string dtype;
-  std::vector<std::uint64_t> shape;
-  std::uint64_t begin = 0;
-  std::uint64_t end = 0;
-};
-
-struct JsonLimitExceeded {
-  std::string message;
-};
-
-Json parse_header_json(std::string_view text, std::string_view name) {
-  // One set of keys per open object, to refuse duplicates that the JSON parser would silently merge.
-  std::vector<std::set<std::string>> open_objects;
-  const Json::parser_callback_t callback = [&](int depth, Json::parse_event_t event, Json& parsed) {
-    switch (event) {
-      case Json::parse_event_t::object_start:
-        open_objects.emplace_back();
-        [[fallthrough]];
-      case Json::parse_event_t::array_start:
-        if (depth >= kMaxJsonDepth)
-          throw JsonLimitExceeded{fmt::format("nests deeper than {} levels", kMaxJsonDepth)};
-        break;
-      case Json::parse_event_t::object_end:
-        if (!open_objects.empty()) open_objects.pop_back();
-        break;
-      case Json::parse_event_t::key:
-        if (!open_objects.empty() && parsed.is_string() &&
-            !open_objects.back().insert(parsed.get_ref<const std::string&>()).second)
-          throw JsonLimitExceeded{fmt::format("has the key \"{}\" twice in one object",
-                                              printable(parsed.get_ref<const std::string&>()))};
-        break;
-      default:
-        break;
-    }
-    return true;
-  };
-  try {
-    return Json::parse(text.begin(), text.end(), callback);
-  } catch (const JsonLimitExceeded& e) {
-    fail(name, "the header is not a valid safetensors header: it {}", e.message);
-  } catch (const Json::exception& e) {
-    fail(name, "the header is not valid JSON: {}", e.what());
-  }
-}
-
-TensorEntry parse_tensor_entry(const std::string& tensor, const Json& entry, std::string_view name) {
-  const std::string shown = printable(tensor);
-  if (!entry.is_object())
-    fail(name, "header entry \"{}\" is a JSON {}, not a tensor description (an object)", shown,
-         entry.type_name());
-  TensorEntry t;
-  t.name = tensor;
-
-  const auto dtype = entry.find("dtype");
-  if (dtype == entry.end() || !dtype->is_string()) fail(name, "tensor {} has no dtype string", shown);
-  t.dtype = dtype->get<std::string>();
-
-  const auto shape = entry.find("shape");
-  if (shape == entry.end() || !shape->is_array()) fail(name, "tensor {} has no shape list", shown);
-  for (const Json& d : *shape) {
-    if (!d.is_number_unsigned())
-      fail(name, "tensor {}: shape must be a list of non-negative integers, found {}", shown, d.type_name());
-    t.shape.push_back(d.get<std::uint64_t>());
-  }
-
-  const auto offsets = entry.find("data_offsets");
-  if (offsets == entry.end() || !offsets->is_array() || offsets->size() != 2 ||
-      !(*offsets)[0].is_number_unsigned() || !(*offsets)[1].is_number_unsigned())
-    fail(name, "tensor {}: data_offsets must be two non-negative integers [begin, end]", shown);
-  t.begin = (*offsets)[0].get<std::uint64_t>();
-  t.end = (*offsets)[1].get<std::uint64_t>();
-  if (t.end < t.begin)
-    fail(name, "tensor {}: data_offsets [{}, {}] end before they begin", shown, t.begin, t.end);
-
-  const std::optional<std::uint64_t> bits = dtype_bits(t.dtype);
-  if (!bits)
-    fail(name, "tensor {} has dtype {}, which safetensors does not define", shown, printable(t.dtype));
-  std::uint64_t total_bits = *bits;
-  for (std::uint64_t d : t.shape)
-    if (__builtin_mul_overflow(total_bits, d, &total_bits))
-      fail(name, "tensor {}: shape [{}] is impossibly large", shown, fmt::join(t.shape, ", "));
-  if (total_bits % 8 != 0)
-    fail(name, "tensor {}: shape [{}] of {} is {} bits, not a whole number of bytes", shown,
-         fmt::join(t.shape, ", "), t.dtype, total_bits);
-  if (total_bits / 8 != t.end - t.begin)
-    fail(name, "tensor {}: data_offsets [{}, {}] hold {} bytes, but shape [{}] of {} needs {}", shown,
-         t.begin, t.end, t.end - t.begin, fmt::join(t.shape, ", "), t.dtype, total_bits / 8);
-  return t;
-}
-
-// Every byte of the data section belongs to exactly one tensor, as the reference implementation requires.
-void check_coverage(std::vector<TensorEntry> entries, std::uint64_t data_size, std::string_view name) {
-  for (const TensorEntry& t : entries)
-    if (t.end > data_size)
-      fail(name,
-           "tensor {}: data_offsets [{}, {}] run past the end of the data ({} bytes): the file is truncated",
-           printable(t.name), t.begin, t.end, data_size);
-  std::sort(entries.begin(), entries.end(), [](const TensorEntry& a, const TensorEntry& b) {
-    return std::pair(a.begin, a.end) < std::pair(b.begin, b.end);
-  });
-  std::uint64_t covered = 0;
-  const TensorEntry* previous = nullptr;
-  for (const TensorEntry& t : entries) {
-    if (t.begin < covered)
-      fail(name, "tensors {} and {} overlap (bytes {} to {} of the data)", printable(previous->name),
-           printable(t.name), t.begin, covered);
-    if (t.begin > covered) fail(name, "bytes {} to {} of the data belong to no tensor", covered, t.begin);
-    covered = t.end;
-    previous = &t;
-  }
-  if (covered < data_size)
-    fail(name,
-         "{} bytes after the last tensor; safetensors allows none (a file appended to, or not a checkpoint)",
-         data_size - covered);
-}
-
-template <typename T>
-T parse_decimal(const std::map<std::string, std::string>& metadata, std::string_view key,
-                std::string_view name) {
-  const auto it = metadata.find(std::string(key));
-  if (it == metadata.end()) return T{0};
-  const std::string& text = it->second;
-  T value{};
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  bool negative = false;
-  if constexpr (std::is_signed_v<T>) negative = value < 0;
-  if (text.empty() || error != std::errc() || end != text.data() + text.size() || negative)
-    fail(name, "metadata {} is \"{}\", not a non-negative integer", key, printable(text));
-  return value;
-}
-
-std::uint64_t parse_hex(const std::map<std::string, std::string>& metadata, std::string_view key,
-                        std::string_view name) {
-  const auto it = metadata.find(std::string(key));
-  if (it == metadata.end()) return 0;
-  const std::string& text = it->second;
-  std::uint64_t value = 0;
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value, 16);
-  if (text.empty() || text.size() > 16 || error != std::errc() || end != text.data() + text.size())
-    fail(name, "metadata {} is \"{}\", not a 64-bit hexadecimal number", key, printable(text));
-  return value;
-}
-
-std::vector<float> floats_from_bytes(std::span<const std::uint8_t> bytes) {
-  std::vector<float> values(bytes.size() / sizeof(float));
-  std::memcpy(values.data(), bytes.data(), values.size() * sizeof(float));
-  return values;
-}
-
-void read_training_state(Checkpoint& c, std::map<std::string, std::string> metadata, std::string_view name) {
-  const auto version = metadata.find(std::string(kKeyVersion));
-  if (version == metadata.end()) {
-    c.extra = std::move(metadata);  // a file from elsewhere: its metadata means nothing to us
-    return;
-  }
-  if (version->second != std::to_string(kCheckpointFormatVersion))
-    fail(name, "checkpoint format_version is \"{}\"; this build of mnist-dp reads version {}",
-         printable(version->second), kCheckpointFormatVersion);
-  c.has_training_state = true;
-  c.epoch = parse_decimal<int>(metadata, kKeyEpoch, name);
-  c.step = parse_decimal<long>(metadata, kKeyStep, name);
-  c.seed = parse_decimal<std::uint64_t>(metadata, kKeySeed, name);
-  c.data_fingerprint = parse_hex(metadata, kKeyFingerprint, name);
-  if (const auto m = metadata.find(std::string(kKeyMomentum)); m != metadata.end()) {
-    const std::optional<std::vector<std::uint8_t>> bytes = base64_decode(m->second);
-    if (!bytes) fail(name, "metadata {} is not valid base64", kKeyMomentum);
-    if (bytes->size() != ParamLayout::kCount * sizeof(float))
-      fail(name, "metadata {} holds {} bytes; SimpleNet's momentum is {} float32 values ({} bytes)",
-           kKeyMomentum, bytes->size(), ParamLayout::kCount, ParamLayout::kCount * sizeof(float));
-    c.momentum = floats_from_bytes(*bytes);
-    if (const auto bad = first_non_finite(*c.momentum))
-      fail(name, "the momentum of {} is {}", describe_index(*bad), (*c.momentum)[*bad]);
-  }
-  for (std::string_view key : kReservedKeys)
-    metadata.erase(std::string(key));
-  c.extra = std::move(metadata);
-}
-
-Checkpoint parse(const ByteSource& source, std::string_view name) {
-  const std::uint64_t file_size = source.size();
-  if (file_size < 8)
-    fail(name, "the file is {} bytes, shorter than the 8-byte header length a safetensors file starts with",
-         file_size);
-  std::array<std::uint8_t, 8> prefix{};
-  source.read(0, prefix);
-  std::uint64_t header_size = 0;
-  for (std::size_t i = 0; i < prefix.size(); ++i)
-    header_size |= std::uint64_t{prefix[i]} << (8 * i);
-  if (header_size > kMaxCheckpointHeaderBytes)
-    fail(name,
-         "the header length says {} bytes, over the 100 MB limit: not a safetensors file, or a corrupt one",
-         header_size);
-  if (header_size > file_size - 8)
-    fail(name,
-         "the header length says {} bytes, but only {} follow it: the file is truncated, or not safetensors",
-         header_size, file_size - 8);
-
-  std::string header_text(static_cast<std::size_t>(header_size), '\0');
-  source.read(8, std::span(reinterpret_cast<std::uint8_t*>(header_text.data()), header_text.size()));
-  const Json header = parse_header_json(header_text, name);
-  if (!header.is_object()) fail(name, "the header is a JSON {}, not an object", header.type_name());
-
-  std::map<std::string, std::string> metadata;
-  std::vector<TensorEntry> entries;
-  for (const auto& [key, value] : header.items()) {
-    if (key == kMetadataKey) {
-      if (!value.is_object())
-        fail(name, "__metadata__ is a JSON {}, not an object of strings", value.type_name());
-      for (const auto& [meta_key, meta_value] : value.items()) {
-        if (!meta_value.is_string())
-          fail(name, "__metadata__ \"{}\" is a JSON {}; safetensors metadata values are strings",
-               printable(meta_key), meta_value.type_name());
-        metadata.emplace(meta_key, meta_value.get<std::string>());
-      }
-      continue;
-    }
-    entries.push_back(parse_tensor_entry(key, value, name));
-  }
-
-  const auto& specs = simple_net_tensors();
-  std::array<const TensorEntry*, 4> found{};
-  for (std::size_t i = 0; i < specs.size(); ++i) {
-    const TensorSpec& spec = specs[i];
-    const auto it = std::find_if(entries.begin(), entries.end(),
-                                 [&](const TensorEntry& e) { return e.name == spec.name; });
-    if (it == entries.end())
-      fail(name,
-           "tensor {} is missing (a SimpleNet checkpoint holds fc1.weight, fc1.bias, fc2.weight, fc2.bias)",
-           spec.name);
-    if (it->dtype != "F32") fail(name, "tensor {} has dtype {}; only F32 is accepted", spec.name, it->dtype);
-    if (it->shape != spec.shape) {
-      const bool transposed = spec.shape.size() == 2 && it->shape.size() == 2 &&
-                              it->shape[0] == spec.shape[1] && it->shape[1] == spec.shape[0];
-      fail(name, "tensor {} has shape [{}]; SimpleNet's is [{}]{}", spec.name, fmt::join(it->shape, ", "),
-           fmt::join(spec.shape, ", "), transposed ? " (transposed? nn.Linear stores [out, in])" : "");
-    }
-    found[i] = &*it;
-  }
-
-  const std::uint64_t data_start = 8 + header_size;
-  check_coverage(entries, file_size - data_start, name);
-
-  Checkpoint c;
-  c.params.resize(ParamLayout::kCount);
-  for (std::size_t i = 0; i < specs.size(); ++i)
-    source.read(data_start + found[i]->begin,
-                std::span(reinterpret_cast<std::uint8_t*>(c.params.data() + specs[i].offset),
-                          specs[i].count() * sizeof(float)));
-  if (const auto bad = first_non_finite(c.params))
-    fail(name, "{} is {}", describe_index(*bad), c.params[*bad]);
-
-  read_training_state(c, std::move(metadata), name);
-  return c;
-}
-
-// ---- writing ----
-
-std::vector<std::uint8_t> serialize(const Checkpoint& c, std::string_view name) {
-  if (c.params.size() != ParamLayout::kCount)
-    throw std::invalid_argument(fmt::format("checkpoint: params holds {} values, SimpleNet has {}",
-                                            c.params.size(), ParamLayout::kCount));
-  if (c.momentum && c.momentum->size() != ParamLayout::kCount)
-    throw std::invalid_argument(fmt::format("checkpoint: momentum holds {} values, SimpleNet has {}",
-                                            c.momentum->size(), ParamLayout::kCount));
-  if (c.epoch < 0 || c.step < 0)
-    throw std::invalid_argument("checkpoint: epoch and step must be non-negative");
-  for (std::string_view key : kReservedKeys)
-    if (c.extra.contains(std::string(key)))
-      throw std::invalid_argument(fmt::format("checkpoint: metadata key {} is reserved for mnist-dp", key));
-  if (c.extra.contains(std::string(kMetadataKey)))
-    throw std::invalid_argument("checkpoint: __metadata__ cannot be a metadata key");
-  if (const auto bad = first_non_finite(c.params))
-    fail(name, "not saved: {} is {} (the run has diverged; the previous checkpoint is kept)",
-         describe_index(*bad), c.params[*bad]);
-  if (c.momentum)
-    if (const auto bad = first_non_finite(*c.momentum))
-      fail(name, "not saved: the momentum of {} is {} (the previous checkpoint is kept)",
-           describe_index(*bad), (*c.momentum)[*bad]);
-
-  std::map<std::string, std::string> metadata = c.extra;
-  metadata.emplace(kKeyVersion, std::to_string(kCheckpointFormatVersion));
-  metadata.emplace(kKeyEpoch, std::to_string(c.epoch));
-  metadata.emplace(kKeyStep, std::to_string(c.step));
-  metadata.emplace(kKeySeed, std::to_string(c.seed));
-  metadata.emplace(kKeyFingerprint, fmt::format("{:016x}", c.data_fingerprint));
-  if (c.momentum)
-    metadata.emplace(kKeyMomentum,
-                     base64_encode(std::span(reinterpret_cast<const std::uint8_t*>(c.momentum->data()),
-                                             c.momentum->size() * sizeof(float))));
-
-  // ordered_json keeps the reference writer's order: __metadata__, then the tensors in data order, each as
-  // dtype, shape, data_offsets.
-  nlohmann::ordered_json header;
-  header[std::string(kMetadataKey)] = metadata;
-  for (const TensorSpec& t : simple_net_tensors()) {
-    const std::uint64_t begin = t.offset * sizeof(float);
-    header[std::string(t.name)] = {
-        {"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {begin, begin + t.count() * sizeof(float)}}};
-  }
-  std::string text;
-  try {
-    text = header.dump();
-  } catch (const nlohmann::ordered_json::exception&) {
-    throw std::invalid_argument("checkpoint: a metadata key or value is not valid UTF-8");
-  }
-  // Spaces up to a multiple of 8, as the reference does, so the data starts 8-byte aligned.
-  text.append((8 - text.size() % 8) % 8, ' ');
-
-  const std::size_t data_bytes = ParamLayout::kCount * sizeof(float);
-  std::vector<std::uint8_t> out(8 + text.size() + data_bytes);
-  for (std::size_t i = 0; i < 8; ++i)
-    out[i] = static_cast<std::uint8_t>(std::uint64_t{text.size()} >> (8 * i));
-  std::memcpy(out.data() + 8, text.data(), text.size());
-  std::memcpy(out.data() + 8 + text.size(), c.params.data(), data_bytes);
-  return out;
-}
 
 void write_all(int fd, std::span<const std::uint8_t> bytes, const std::string& name, const std::string& tmp) {
   std::size_t done = 0;
@@ -679,6 +296,155 @@ void remove_abandoned_temporaries(const std::filesystem::path& path) {
     std::filesystem::remove(file, ec);
 }
 
+// ---- reading ----
+
+template <typename T>
+T parse_decimal(const std::map<std::string, std::string>& metadata, std::string_view key,
+                std::string_view name) {
+  const auto it = metadata.find(std::string(key));
+  if (it == metadata.end()) return T{0};
+  const std::string& text = it->second;
+  T value{};
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  bool negative = false;
+  if constexpr (std::is_signed_v<T>) negative = value < 0;
+  if (text.empty() || error != std::errc() || end != text.data() + text.size() || negative)
+    fail(name, "metadata {} is \"{}\", not a non-negative integer", key, printable(text));
+  return value;
+}
+
+std::uint64_t parse_hex(const std::map<std::string, std::string>& metadata, std::string_view key,
+                        std::string_view name) {
+  const auto it = metadata.find(std::string(key));
+  if (it == metadata.end()) return 0;
+  const std::string& text = it->second;
+  std::uint64_t value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value, 16);
+  if (text.empty() || text.size() > 16 || error != std::errc() || end != text.data() + text.size())
+    fail(name, "metadata {} is \"{}\", not a 64-bit hexadecimal number", key, printable(text));
+  return value;
+}
+
+std::vector<float> floats_from_bytes(std::span<const std::uint8_t> bytes) {
+  std::vector<float> values(bytes.size() / sizeof(float));
+  std::memcpy(values.data(), bytes.data(), values.size() * sizeof(float));
+  return values;
+}
+
+void read_training_state(Checkpoint& c, std::map<std::string, std::string> metadata, std::string_view name) {
+  const auto version = metadata.find(std::string(kKeyVersion));
+  if (version == metadata.end()) {
+    c.extra = std::move(metadata);  // a file from elsewhere: its metadata means nothing to us
+    return;
+  }
+  if (version->second != std::to_string(kCheckpointFormatVersion))
+    fail(name, "checkpoint format_version is \"{}\"; this build of mnist-dp reads version {}",
+         printable(version->second), kCheckpointFormatVersion);
+  c.has_training_state = true;
+  c.epoch = parse_decimal<int>(metadata, kKeyEpoch, name);
+  c.step = parse_decimal<long>(metadata, kKeyStep, name);
+  c.seed = parse_decimal<std::uint64_t>(metadata, kKeySeed, name);
+  c.data_fingerprint = parse_hex(metadata, kKeyFingerprint, name);
+  if (const auto m = metadata.find(std::string(kKeyMomentum)); m != metadata.end()) {
+    const std::optional<std::vector<std::uint8_t>> bytes = base64_decode(m->second);
+    if (!bytes) fail(name, "metadata {} is not valid base64", kKeyMomentum);
+    if (bytes->size() != ParamLayout::kCount * sizeof(float))
+      fail(name, "metadata {} holds {} bytes; SimpleNet's momentum is {} float32 values ({} bytes)",
+           kKeyMomentum, bytes->size(), ParamLayout::kCount, ParamLayout::kCount * sizeof(float));
+    c.momentum = floats_from_bytes(*bytes);
+    if (const auto bad = first_non_finite(*c.momentum))
+      fail(name, "the momentum of {} is {}", describe_index(*bad), (*c.momentum)[*bad]);
+  }
+  for (std::string_view key : kReservedKeys)
+    metadata.erase(std::string(key));
+  c.extra = std::move(metadata);
+}
+
+Checkpoint parse(const safetensors::ByteSource& source, std::string_view name) {
+  safetensors::Header header = safetensors::read_header(source, name);
+  const std::vector<safetensors::TensorEntry>& entries = header.tensors;
+
+  const auto& specs = simple_net_tensors();
+  std::array<const safetensors::TensorEntry*, 4> found{};
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    const TensorSpec& spec = specs[i];
+    const auto it = std::find_if(entries.begin(), entries.end(),
+                                 [&](const safetensors::TensorEntry& e) { return e.name == spec.name; });
+    if (it == entries.end())
+      fail(name,
+           "tensor {} is missing (a SimpleNet checkpoint holds fc1.weight, fc1.bias, fc2.weight, fc2.bias)",
+           spec.name);
+    if (it->dtype != "F32") fail(name, "tensor {} has dtype {}; only F32 is accepted", spec.name, it->dtype);
+    if (it->shape != spec.shape) {
+      const bool transposed = spec.shape.size() == 2 && it->shape.size() == 2 &&
+                              it->shape[0] == spec.shape[1] && it->shape[1] == spec.shape[0];
+      fail(name, "tensor {} has shape [{}]; SimpleNet's is [{}]{}", spec.name, fmt::join(it->shape, ", "),
+           fmt::join(spec.shape, ", "), transposed ? " (transposed? nn.Linear stores [out, in])" : "");
+    }
+    found[i] = &*it;
+  }
+
+  safetensors::check_coverage(entries, header.data_size, name);
+
+  Checkpoint c;
+  c.params.resize(ParamLayout::kCount);
+  for (std::size_t i = 0; i < specs.size(); ++i)
+    source.read(header.data_start + found[i]->begin,
+                std::span(reinterpret_cast<std::uint8_t*>(c.params.data() + specs[i].offset),
+                          specs[i].count() * sizeof(float)));
+  if (const auto bad = first_non_finite(c.params))
+    fail(name, "{} is {}", describe_index(*bad), c.params[*bad]);
+
+  read_training_state(c, std::move(header.metadata), name);
+  return c;
+}
+
+// ---- writing ----
+
+std::vector<std::uint8_t> serialize(const Checkpoint& c, std::string_view name) {
+  if (c.params.size() != ParamLayout::kCount)
+    throw std::invalid_argument(fmt::format("checkpoint: params holds {} values, SimpleNet has {}",
+                                            c.params.size(), ParamLayout::kCount));
+  if (c.momentum && c.momentum->size() != ParamLayout::kCount)
+    throw std::invalid_argument(fmt::format("checkpoint: momentum holds {} values, SimpleNet has {}",
+                                            c.momentum->size(), ParamLayout::kCount));
+  if (c.epoch < 0 || c.step < 0)
+    throw std::invalid_argument("checkpoint: epoch and step must be non-negative");
+  for (std::string_view key : kReservedKeys)
+    if (c.extra.contains(std::string(key)))
+      throw std::invalid_argument(fmt::format("checkpoint: metadata key {} is reserved for mnist-dp", key));
+  if (c.extra.contains(std::string(safetensors::kMetadataKey)))
+    throw std::invalid_argument("checkpoint: __metadata__ cannot be a metadata key");
+  if (const auto bad = first_non_finite(c.params))
+    fail(name, "not saved: {} is {} (the run has diverged; the previous checkpoint is kept)",
+         describe_index(*bad), c.params[*bad]);
+  if (c.momentum)
+    if (const auto bad = first_non_finite(*c.momentum))
+      fail(name, "not saved: the momentum of {} is {} (the previous checkpoint is kept)",
+           describe_index(*bad), (*c.momentum)[*bad]);
+
+  std::map<std::string, std::string> metadata = c.extra;
+  metadata.emplace(kKeyVersion, std::to_string(kCheckpointFormatVersion));
+  metadata.emplace(kKeyEpoch, std::to_string(c.epoch));
+  metadata.emplace(kKeyStep, std::to_string(c.step));
+  metadata.emplace(kKeySeed, std::to_string(c.seed));
+  metadata.emplace(kKeyFingerprint, fmt::format("{:016x}", c.data_fingerprint));
+  if (c.momentum)
+    metadata.emplace(kKeyMomentum,
+                     base64_encode(std::span(reinterpret_cast<const std::uint8_t*>(c.momentum->data()),
+                                             c.momentum->size() * sizeof(float))));
+
+  // The tensors in data order, so that the data section is the flat parameter buffer.
+  std::vector<safetensors::TensorEntry> tensors;
+  for (const TensorSpec& t : simple_net_tensors()) {
+    const std::uint64_t begin = t.offset * sizeof(float);
+    tensors.push_back({std::string(t.name), "F32", t.shape, begin, begin + t.count() * sizeof(float)});
+  }
+  return safetensors::serialize(
+      metadata, tensors,
+      std::span(reinterpret_cast<const std::uint8_t*>(c.params.data()), c.params.size() * sizeof(float)));
+}
+
 }  // namespace
 
 std::vector<std::uint8_t> serialize_checkpoint(const Checkpoint& checkpoint) {
@@ -698,7 +464,7 @@ Checkpoint load_checkpoint(const std::filesystem::path& path) {
 }
 
 Checkpoint parse_checkpoint(std::span<const std::uint8_t> bytes, std::string_view name) {
-  const MemorySource source(bytes);
+  const safetensors::MemorySource source(bytes);
   return parse(source, name);
 }
 
