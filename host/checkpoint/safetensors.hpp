@@ -25,7 +25,7 @@ inline constexpr std::uint64_t kMaxHeaderBytes = 100'000'000;
 inline constexpr std::string_view kMetadataKey = "__metadata__";
 
 // Where a file's bytes come from: a file on disk, read piece by piece as the reader asks for them, so that a
-// file of gigabytes that is not a checkpoint is refused without being read; or memory.
+// file of gigabytes that is not a checkpoint is refused without being read (file_io.hpp); or memory.
 class ByteSource {
  public:
   virtual ~ByteSource() = default;
