@@ -1,24 +1,20 @@
 #include "host/checkpoint/checkpoint.hpp"
 
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <signal.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <algorithm>
 #include <array>
 #include <bit>
-#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstring>
-#include <nlohmann/json.hpp>
-#include <set>
-#include <system_error>
+#include <memory>
 #include <type_traits>
 #include <utility>
 
+#include "host/checkpoint/file_io.hpp"
+#include "host/checkpoint/messages.hpp"
+#include "host/checkpoint/safetensors.hpp"
 #include "host/model/params.hpp"
 
 namespace mnistdp {
@@ -29,9 +25,6 @@ static_assert(sizeof(float) == 4);
 
 namespace {
 
-using Json = nlohmann::json;
-
-constexpr std::string_view kMetadataKey = "__metadata__";
 constexpr std::string_view kKeyVersion = "mnist_dp.format_version";
 constexpr std::string_view kKeyEpoch = "mnist_dp.epoch";
 constexpr std::string_view kKeyStep = "mnist_dp.step";
@@ -40,10 +33,6 @@ constexpr std::string_view kKeyFingerprint = "mnist_dp.data_fingerprint";
 constexpr std::string_view kKeyMomentum = "mnist_dp.momentum";
 constexpr std::array<std::string_view, 6> kReservedKeys = {kKeyVersion, kKeyEpoch,       kKeyStep,
                                                            kKeySeed,    kKeyFingerprint, kKeyMomentum};
-
-// The safetensors header of a real file nests three deep (root, tensor entry, shape). The limit stops a
-// header of a hundred million '[' from building a hundred million nested values before it is refused.
-constexpr int kMaxJsonDepth = 8;
 
 struct TensorSpec {
   std::string_view name;
@@ -66,42 +55,6 @@ const std::array<TensorSpec, 4>& simple_net_tensors() {
       {"fc2.bias", L::kFc2Bias, {L::kClasses}},
   }};
   return specs;
-}
-
-// Bits per element of every dtype the safetensors specification lists; a tensor of any of them may sit in a
-// file beside SimpleNet's, and its size is checked like theirs.
-std::optional<std::uint64_t> dtype_bits(std::string_view dtype) {
-  static constexpr std::array<std::pair<std::string_view, std::uint64_t>, 20> kBits = {{
-      {"BOOL", 8}, {"U8", 8},   {"I8", 8},    {"F8_E5M2", 8}, {"F8_E4M3", 8}, {"F8_E8M0", 8}, {"I16", 16},
-      {"U16", 16}, {"F16", 16}, {"BF16", 16}, {"I32", 32},    {"U32", 32},    {"F32", 32},    {"F64", 64},
-      {"I64", 64}, {"U64", 64}, {"C64", 64},  {"F4", 4},      {"F6_E2M3", 6}, {"F6_E3M2", 6},
-  }};
-  for (const auto& [name, bits] : kBits)
-    if (name == dtype) return bits;
-  return std::nullopt;
-}
-
-// Names and values from a file can hold anything; messages show them escaped and cut short.
-std::string printable(std::string_view text, std::size_t limit = 64) {
-  std::string out;
-  for (std::size_t i = 0; i < text.size() && i < limit; ++i) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    if (c < 0x20 || c == 0x7f)
-      out += fmt::format("\\x{:02x}", c);
-    else
-      out += static_cast<char>(c);
-  }
-  if (text.size() > limit) out += fmt::format("... ({} bytes)", text.size());
-  return out;
-}
-
-template <typename... Args>
-[[noreturn]] void fail(std::string_view name, fmt::format_string<Args...> format, Args&&... args) {
-  throw CheckpointError(fmt::format("{}: {}", name, fmt::format(format, std::forward<Args>(args)...)));
-}
-
-std::string errno_text(int error) {
-  return std::error_code(error, std::generic_category()).message();
 }
 
 // "fc1.weight[3, 17]" for a flat index, so that a bad value can be found in PyTorch too.
@@ -176,220 +129,7 @@ std::optional<std::vector<std::uint8_t>> base64_decode(std::string_view text) {
   return out;
 }
 
-// ---- files ----
-
-class FileDescriptor {
- public:
-  explicit FileDescriptor(int fd) : fd_(fd) {}
-  ~FileDescriptor() {
-    if (fd_ >= 0) ::close(fd_);  // errors that matter are seen through close() below
-  }
-  FileDescriptor(const FileDescriptor&) = delete;
-  FileDescriptor& operator=(const FileDescriptor&) = delete;
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-  // Closes now and reports the error: on some file systems a failed write shows up only here.
-  int close() {
-    const int result = ::close(std::exchange(fd_, -1));
-    return result == 0 ? 0 : errno;
-  }
-
- private:
-  int fd_;
-};
-
-// The temporary file is removed unless it was renamed into place, whatever the failure was.
-class TemporaryFile {
- public:
-  explicit TemporaryFile(std::filesystem::path path) : path_(std::move(path)) {}
-  ~TemporaryFile() {
-    if (!committed_) ::unlink(path_.c_str());
-  }
-  TemporaryFile(const TemporaryFile&) = delete;
-  TemporaryFile& operator=(const TemporaryFile&) = delete;
-  void committed() { committed_ = true; }
-
- private:
-  std::filesystem::path path_;
-  bool committed_ = false;
-};
-
-// Where the bytes of a checkpoint come from: a file (read piece by piece, so a file of gigabytes that is not
-// a checkpoint is refused without being read), or memory.
-class ByteSource {
- public:
-  virtual ~ByteSource() = default;
-  virtual std::uint64_t size() const = 0;
-  // Fills `out` from `offset`; offset + out.size() <= size() is checked by the caller.
-  virtual void read(std::uint64_t offset, std::span<std::uint8_t> out) const = 0;
-};
-
-class MemorySource final : public ByteSource {
- public:
-  explicit MemorySource(std::span<const std::uint8_t> bytes) : bytes_(bytes) {}
-  std::uint64_t size() const override { return bytes_.size(); }
-  void read(std::uint64_t offset, std::span<std::uint8_t> out) const override {
-    if (out.empty()) return;  // memcpy with a null pointer is undefined even for no bytes
-    std::memcpy(out.data(), bytes_.data() + offset, out.size());
-  }
-
- private:
-  std::span<const std::uint8_t> bytes_;
-};
-
-class FileSource final : public ByteSource {
- public:
-  FileSource(const std::filesystem::path& path, std::string_view name)
-      : fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)), name_(name) {
-    if (!fd_.valid()) {
-      const int error = errno;
-      if (error == ENOENT) fail(name_, "no such file");
-      fail(name_, "cannot open the checkpoint: {}", errno_text(error));
-    }
-    struct stat st {};
-    if (::fstat(fd_.get(), &st) != 0) fail(name_, "cannot read the checkpoint: {}", errno_text(errno));
-    if (S_ISDIR(st.st_mode)) fail(name_, "is a folder, not a checkpoint file");
-    if (!S_ISREG(st.st_mode)) fail(name_, "is not a regular file");
-    size_ = static_cast<std::uint64_t>(st.st_size);
-  }
-  std::uint64_t size() const override { return size_; }
-  void read(std::uint64_t offset, std::span<std::uint8_t> out) const override {
-    std::size_t done = 0;
-    while (done < out.size()) {
-      const ssize_t n =
-          ::pread(fd_.get(), out.data() + done, out.size() - done, static_cast<off_t>(offset + done));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) fail(name_, "cannot read the checkpoint: {}", errno_text(errno));
-      if (n == 0) fail(name_, "the file became shorter while it was read (is something writing it?)");
-      done += static_cast<std::size_t>(n);
-    }
-  }
-
- private:
-  FileDescriptor fd_;
-  std::string name_;
-  std::uint64_t size_ = 0;
-};
-
 // ---- reading ----
-
-struct TensorEntry {
-  std::string name;
-  std::string dtype;
-  std::vector<std::uint64_t> shape;
-  std::uint64_t begin = 0;
-  std::uint64_t end = 0;
-};
-
-struct JsonLimitExceeded {
-  std::string message;
-};
-
-Json parse_header_json(std::string_view text, std::string_view name) {
-  // One set of keys per open object, to refuse duplicates that the JSON parser would silently merge.
-  std::vector<std::set<std::string>> open_objects;
-  const Json::parser_callback_t callback = [&](int depth, Json::parse_event_t event, Json& parsed) {
-    switch (event) {
-      case Json::parse_event_t::object_start:
-        open_objects.emplace_back();
-        [[fallthrough]];
-      case Json::parse_event_t::array_start:
-        if (depth >= kMaxJsonDepth)
-          throw JsonLimitExceeded{fmt::format("nests deeper than {} levels", kMaxJsonDepth)};
-        break;
-      case Json::parse_event_t::object_end:
-        if (!open_objects.empty()) open_objects.pop_back();
-        break;
-      case Json::parse_event_t::key:
-        if (!open_objects.empty() && parsed.is_string() &&
-            !open_objects.back().insert(parsed.get_ref<const std::string&>()).second)
-          throw JsonLimitExceeded{fmt::format("has the key \"{}\" twice in one object",
-                                              printable(parsed.get_ref<const std::string&>()))};
-        break;
-      default:
-        break;
-    }
-    return true;
-  };
-  try {
-    return Json::parse(text.begin(), text.end(), callback);
-  } catch (const JsonLimitExceeded& e) {
-    fail(name, "the header is not a valid safetensors header: it {}", e.message);
-  } catch (const Json::exception& e) {
-    fail(name, "the header is not valid JSON: {}", e.what());
-  }
-}
-
-TensorEntry parse_tensor_entry(const std::string& tensor, const Json& entry, std::string_view name) {
-  const std::string shown = printable(tensor);
-  if (!entry.is_object())
-    fail(name, "header entry \"{}\" is a JSON {}, not a tensor description (an object)", shown,
-         entry.type_name());
-  TensorEntry t;
-  t.name = tensor;
-
-  const auto dtype = entry.find("dtype");
-  if (dtype == entry.end() || !dtype->is_string()) fail(name, "tensor {} has no dtype string", shown);
-  t.dtype = dtype->get<std::string>();
-
-  const auto shape = entry.find("shape");
-  if (shape == entry.end() || !shape->is_array()) fail(name, "tensor {} has no shape list", shown);
-  for (const Json& d : *shape) {
-    if (!d.is_number_unsigned())
-      fail(name, "tensor {}: shape must be a list of non-negative integers, found {}", shown, d.type_name());
-    t.shape.push_back(d.get<std::uint64_t>());
-  }
-
-  const auto offsets = entry.find("data_offsets");
-  if (offsets == entry.end() || !offsets->is_array() || offsets->size() != 2 ||
-      !(*offsets)[0].is_number_unsigned() || !(*offsets)[1].is_number_unsigned())
-    fail(name, "tensor {}: data_offsets must be two non-negative integers [begin, end]", shown);
-  t.begin = (*offsets)[0].get<std::uint64_t>();
-  t.end = (*offsets)[1].get<std::uint64_t>();
-  if (t.end < t.begin)
-    fail(name, "tensor {}: data_offsets [{}, {}] end before they begin", shown, t.begin, t.end);
-
-  const std::optional<std::uint64_t> bits = dtype_bits(t.dtype);
-  if (!bits)
-    fail(name, "tensor {} has dtype {}, which safetensors does not define", shown, printable(t.dtype));
-  std::uint64_t total_bits = *bits;
-  for (std::uint64_t d : t.shape)
-    if (__builtin_mul_overflow(total_bits, d, &total_bits))
-      fail(name, "tensor {}: shape [{}] is impossibly large", shown, fmt::join(t.shape, ", "));
-  if (total_bits % 8 != 0)
-    fail(name, "tensor {}: shape [{}] of {} is {} bits, not a whole number of bytes", shown,
-         fmt::join(t.shape, ", "), t.dtype, total_bits);
-  if (total_bits / 8 != t.end - t.begin)
-    fail(name, "tensor {}: data_offsets [{}, {}] hold {} bytes, but shape [{}] of {} needs {}", shown,
-         t.begin, t.end, t.end - t.begin, fmt::join(t.shape, ", "), t.dtype, total_bits / 8);
-  return t;
-}
-
-// Every byte of the data section belongs to exactly one tensor, as the reference implementation requires.
-void check_coverage(std::vector<TensorEntry> entries, std::uint64_t data_size, std::string_view name) {
-  for (const TensorEntry& t : entries)
-    if (t.end > data_size)
-      fail(name,
-           "tensor {}: data_offsets [{}, {}] run past the end of the data ({} bytes): the file is truncated",
-           printable(t.name), t.begin, t.end, data_size);
-  std::sort(entries.begin(), entries.end(), [](const TensorEntry& a, const TensorEntry& b) {
-    return std::pair(a.begin, a.end) < std::pair(b.begin, b.end);
-  });
-  std::uint64_t covered = 0;
-  const TensorEntry* previous = nullptr;
-  for (const TensorEntry& t : entries) {
-    if (t.begin < covered)
-      fail(name, "tensors {} and {} overlap (bytes {} to {} of the data)", printable(previous->name),
-           printable(t.name), t.begin, covered);
-    if (t.begin > covered) fail(name, "bytes {} to {} of the data belong to no tensor", covered, t.begin);
-    covered = t.end;
-    previous = &t;
-  }
-  if (covered < data_size)
-    fail(name,
-         "{} bytes after the last tensor; safetensors allows none (a file appended to, or not a checkpoint)",
-         data_size - covered);
-}
 
 template <typename T>
 T parse_decimal(const std::map<std::string, std::string>& metadata, std::string_view key,
@@ -453,53 +193,16 @@ void read_training_state(Checkpoint& c, std::map<std::string, std::string> metad
   c.extra = std::move(metadata);
 }
 
-Checkpoint parse(const ByteSource& source, std::string_view name) {
-  const std::uint64_t file_size = source.size();
-  if (file_size < 8)
-    fail(name, "the file is {} bytes, shorter than the 8-byte header length a safetensors file starts with",
-         file_size);
-  std::array<std::uint8_t, 8> prefix{};
-  source.read(0, prefix);
-  std::uint64_t header_size = 0;
-  for (std::size_t i = 0; i < prefix.size(); ++i)
-    header_size |= std::uint64_t{prefix[i]} << (8 * i);
-  if (header_size > kMaxCheckpointHeaderBytes)
-    fail(name,
-         "the header length says {} bytes, over the 100 MB limit: not a safetensors file, or a corrupt one",
-         header_size);
-  if (header_size > file_size - 8)
-    fail(name,
-         "the header length says {} bytes, but only {} follow it: the file is truncated, or not safetensors",
-         header_size, file_size - 8);
-
-  std::string header_text(static_cast<std::size_t>(header_size), '\0');
-  source.read(8, std::span(reinterpret_cast<std::uint8_t*>(header_text.data()), header_text.size()));
-  const Json header = parse_header_json(header_text, name);
-  if (!header.is_object()) fail(name, "the header is a JSON {}, not an object", header.type_name());
-
-  std::map<std::string, std::string> metadata;
-  std::vector<TensorEntry> entries;
-  for (const auto& [key, value] : header.items()) {
-    if (key == kMetadataKey) {
-      if (!value.is_object())
-        fail(name, "__metadata__ is a JSON {}, not an object of strings", value.type_name());
-      for (const auto& [meta_key, meta_value] : value.items()) {
-        if (!meta_value.is_string())
-          fail(name, "__metadata__ \"{}\" is a JSON {}; safetensors metadata values are strings",
-               printable(meta_key), meta_value.type_name());
-        metadata.emplace(meta_key, meta_value.get<std::string>());
-      }
-      continue;
-    }
-    entries.push_back(parse_tensor_entry(key, value, name));
-  }
+Checkpoint parse(const safetensors::ByteSource& source, std::string_view name) {
+  safetensors::Header header = safetensors::read_header(source, name);
+  const std::vector<safetensors::TensorEntry>& entries = header.tensors;
 
   const auto& specs = simple_net_tensors();
-  std::array<const TensorEntry*, 4> found{};
+  std::array<const safetensors::TensorEntry*, 4> found{};
   for (std::size_t i = 0; i < specs.size(); ++i) {
     const TensorSpec& spec = specs[i];
     const auto it = std::find_if(entries.begin(), entries.end(),
-                                 [&](const TensorEntry& e) { return e.name == spec.name; });
+                                 [&](const safetensors::TensorEntry& e) { return e.name == spec.name; });
     if (it == entries.end())
       fail(name,
            "tensor {} is missing (a SimpleNet checkpoint holds fc1.weight, fc1.bias, fc2.weight, fc2.bias)",
@@ -514,19 +217,18 @@ Checkpoint parse(const ByteSource& source, std::string_view name) {
     found[i] = &*it;
   }
 
-  const std::uint64_t data_start = 8 + header_size;
-  check_coverage(entries, file_size - data_start, name);
+  safetensors::check_coverage(entries, header.data_size, name);
 
   Checkpoint c;
   c.params.resize(ParamLayout::kCount);
   for (std::size_t i = 0; i < specs.size(); ++i)
-    source.read(data_start + found[i]->begin,
+    source.read(header.data_start + found[i]->begin,
                 std::span(reinterpret_cast<std::uint8_t*>(c.params.data() + specs[i].offset),
                           specs[i].count() * sizeof(float)));
   if (const auto bad = first_non_finite(c.params))
     fail(name, "{} is {}", describe_index(*bad), c.params[*bad]);
 
-  read_training_state(c, std::move(metadata), name);
+  read_training_state(c, std::move(header.metadata), name);
   return c;
 }
 
@@ -544,7 +246,7 @@ std::vector<std::uint8_t> serialize(const Checkpoint& c, std::string_view name) 
   for (std::string_view key : kReservedKeys)
     if (c.extra.contains(std::string(key)))
       throw std::invalid_argument(fmt::format("checkpoint: metadata key {} is reserved for mnist-dp", key));
-  if (c.extra.contains(std::string(kMetadataKey)))
+  if (c.extra.contains(std::string(safetensors::kMetadataKey)))
     throw std::invalid_argument("checkpoint: __metadata__ cannot be a metadata key");
   if (const auto bad = first_non_finite(c.params))
     fail(name, "not saved: {} is {} (the run has diverged; the previous checkpoint is kept)",
@@ -565,118 +267,15 @@ std::vector<std::uint8_t> serialize(const Checkpoint& c, std::string_view name) 
                      base64_encode(std::span(reinterpret_cast<const std::uint8_t*>(c.momentum->data()),
                                              c.momentum->size() * sizeof(float))));
 
-  // ordered_json keeps the reference writer's order: __metadata__, then the tensors in data order, each as
-  // dtype, shape, data_offsets.
-  nlohmann::ordered_json header;
-  header[std::string(kMetadataKey)] = metadata;
+  // The tensors in data order, so that the data section is the flat parameter buffer.
+  std::vector<safetensors::TensorEntry> tensors;
   for (const TensorSpec& t : simple_net_tensors()) {
     const std::uint64_t begin = t.offset * sizeof(float);
-    header[std::string(t.name)] = {
-        {"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {begin, begin + t.count() * sizeof(float)}}};
+    tensors.push_back({std::string(t.name), "F32", t.shape, begin, begin + t.count() * sizeof(float)});
   }
-  std::string text;
-  try {
-    text = header.dump();
-  } catch (const nlohmann::ordered_json::exception&) {
-    throw std::invalid_argument("checkpoint: a metadata key or value is not valid UTF-8");
-  }
-  // Spaces up to a multiple of 8, as the reference does, so the data starts 8-byte aligned.
-  text.append((8 - text.size() % 8) % 8, ' ');
-
-  const std::size_t data_bytes = ParamLayout::kCount * sizeof(float);
-  std::vector<std::uint8_t> out(8 + text.size() + data_bytes);
-  for (std::size_t i = 0; i < 8; ++i)
-    out[i] = static_cast<std::uint8_t>(std::uint64_t{text.size()} >> (8 * i));
-  std::memcpy(out.data() + 8, text.data(), text.size());
-  std::memcpy(out.data() + 8 + text.size(), c.params.data(), data_bytes);
-  return out;
-}
-
-void write_all(int fd, std::span<const std::uint8_t> bytes, const std::string& name, const std::string& tmp) {
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0)
-      fail(name, "not saved: writing {} failed: {}; the previous checkpoint is unchanged", tmp,
-           errno_text(n < 0 ? errno : EIO));
-    done += static_cast<std::size_t>(n);
-  }
-}
-
-[[noreturn]] void fail_to_create(const std::string& name, const std::filesystem::path& dir,
-                                 const std::string& tmp, int error) {
-  std::error_code ec;
-  const auto status = std::filesystem::status(dir, ec);
-  if (error == ENOENT && !std::filesystem::exists(status))
-    fail(name, "not saved: the folder {} does not exist", dir.string());
-  if (error == ENOTDIR || (std::filesystem::exists(status) && !std::filesystem::is_directory(status)))
-    fail(name, "not saved: {} is not a folder", dir.string());
-  if (error == EACCES || error == EPERM || error == EROFS)
-    fail(name, "not saved: cannot write in the folder {}: {}", dir.string(), errno_text(error));
-  fail(name, "not saved: cannot create {}: {}", tmp, errno_text(error));
-}
-
-void write_atomically(const std::filesystem::path& path, std::span<const std::uint8_t> bytes) {
-  const std::string name = path.string();
-  const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
-  // Beside the target, so that the rename stays within one file system and is atomic; the pid keeps two
-  // processes saving to one path from writing into the same temporary file.
-  const std::string tmp = fmt::format("{}.tmp-{}", name, ::getpid());
-
-  FileDescriptor fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  if (!fd.valid()) fail_to_create(name, dir, tmp, errno);
-  TemporaryFile guard(tmp);
-  write_all(fd.get(), bytes, name, tmp);
-  // Without fsync before the rename, a power cut can leave the new name pointing at a file whose data never
-  // reached the disk: an empty or partial checkpoint where a good one was.
-  if (::fsync(fd.get()) != 0)
-    fail(name, "not saved: flushing {} failed: {}; the previous checkpoint is unchanged", tmp,
-         errno_text(errno));
-  if (const int error = fd.close(); error != 0)
-    fail(name, "not saved: closing {} failed: {}; the previous checkpoint is unchanged", tmp,
-         errno_text(error));
-
-  if (::rename(tmp.c_str(), name.c_str()) != 0) {
-    const int error = errno;
-    if (error == EISDIR || std::filesystem::is_directory(path))
-      fail(name, "not saved: it is a folder; give a file name such as {}/model.safetensors", name);
-    fail(name, "not saved: renaming {} onto it failed: {}; the previous checkpoint is unchanged", tmp,
-         errno_text(error));
-  }
-  guard.committed();
-
-  // The rename itself lives in the folder; until the folder is flushed, a power cut can undo it.
-  FileDescriptor dir_fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!dir_fd.valid() || ::fsync(dir_fd.get()) != 0) {
-    const int error = errno;
-    // Some file systems cannot flush a folder at all; there is nothing more to do for them.
-    if (error != EINVAL && error != ENOTSUP)
-      fail(name, "saved, but flushing the folder {} failed: {}; a power cut may lose this checkpoint",
-           dir.string(), errno_text(error));
-  }
-}
-
-// A save cut short by SIGKILL or a power cut leaves its temporary file, PATH.tmp-PID, behind: never read,
-// never in the way (the next save uses its own pid, or truncates), but clutter. After a save, remove those
-// whose process no longer exists. Best effort: whatever cannot be read or removed stays, and a file whose pid
-// has been reused by another process stays too.
-void remove_abandoned_temporaries(const std::filesystem::path& path) {
-  const std::string prefix = path.filename().string() + ".tmp-";
-  const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
-  std::error_code ec;
-  std::vector<std::filesystem::path> abandoned;
-  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string file = it->path().filename().string();
-    if (file.size() <= prefix.size() || file.compare(0, prefix.size(), prefix) != 0) continue;
-    const std::string digits = file.substr(prefix.size());
-    if (digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
-    const auto pid = static_cast<pid_t>(std::stol(digits));
-    if (pid <= 0 || pid == ::getpid()) continue;
-    if (::kill(pid, 0) == -1 && errno == ESRCH) abandoned.push_back(it->path());
-  }
-  for (const std::filesystem::path& file : abandoned)
-    std::filesystem::remove(file, ec);
+  return safetensors::serialize(
+      metadata, tensors,
+      std::span(reinterpret_cast<const std::uint8_t*>(c.params.data()), c.params.size() * sizeof(float)));
 }
 
 }  // namespace
@@ -687,18 +286,18 @@ std::vector<std::uint8_t> serialize_checkpoint(const Checkpoint& checkpoint) {
 
 void save_checkpoint(const std::filesystem::path& path, const Checkpoint& checkpoint) {
   const std::vector<std::uint8_t> bytes = serialize(checkpoint, path.string());
-  write_atomically(path, bytes);
-  remove_abandoned_temporaries(path);
+  file_io::write_atomically(path, bytes);
+  file_io::remove_abandoned_temporaries(path);
 }
 
 Checkpoint load_checkpoint(const std::filesystem::path& path) {
   const std::string name = path.string();
-  const FileSource source(path, name);
-  return parse(source, name);
+  const std::unique_ptr<safetensors::ByteSource> source = file_io::open_for_reading(path, name);
+  return parse(*source, name);
 }
 
 Checkpoint parse_checkpoint(std::span<const std::uint8_t> bytes, std::string_view name) {
-  const MemorySource source(bytes);
+  const safetensors::MemorySource source(bytes);
   return parse(source, name);
 }
 

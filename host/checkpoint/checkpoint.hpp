@@ -74,8 +74,6 @@ struct Checkpoint {
 };
 
 inline constexpr int kCheckpointFormatVersion = 1;
-// The reference implementation's limit, and ours: a header this large is a corrupt file, not a model.
-inline constexpr std::uint64_t kMaxCheckpointHeaderBytes = 100'000'000;
 
 // Writes PATH.tmp-<pid>, fsyncs it, renames it onto PATH and fsyncs the folder: a kill at any moment leaves
 // either the previous file or the new one at PATH, never a mixture. On failure the temporary file is removed

@@ -1,229 +1,35 @@
 #include "host/processes/tcp_process_group.hpp"
 
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdint>
 #include <cstring>
 #include <stdexcept>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "host/processes/tcp_frame.hpp"
+#include "host/processes/tcp_socket.hpp"
+
 namespace mnistdp {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-std::string errno_text(int error) {
-  return std::strerror(error);
-}
-
-// A point in time after which a wait gives up.
-class Deadline {
- public:
-  explicit Deadline(std::chrono::milliseconds budget) : end_(Clock::now() + budget) {}
-  // Milliseconds left, for poll(); 0 once passed.
-  int poll_ms() const {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end_ - Clock::now()).count();
-    return left <= 0 ? 0 : static_cast<int>(std::min<long long>(left, 1'000'000'000LL));
-  }
-  bool passed() const { return Clock::now() >= end_; }
-
- private:
-  Clock::time_point end_;
-};
-
-// Owns a socket's file descriptor.
-class Socket {
- public:
-  Socket() = default;
-  explicit Socket(int fd) : fd_(fd) {}
-  ~Socket() { reset(); }
-  Socket(Socket&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  Socket& operator=(Socket&& other) noexcept {
-    if (this != &other) {
-      reset();
-      fd_ = std::exchange(other.fd_, -1);
-    }
-    return *this;
-  }
-  Socket(const Socket&) = delete;
-  Socket& operator=(const Socket&) = delete;
-
-  int fd() const { return fd_; }
-  bool open() const { return fd_ >= 0; }
-  void reset() noexcept {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-};
-
-// Every socket of the group is non-blocking, so that each wait goes through poll() with a deadline, and has
-// Nagle's algorithm off: the collectives are request-and-answer, and a small message must not sit waiting
-// for an acknowledgement.
-void configure(const Socket& s) {
-  const int flags = ::fcntl(s.fd(), F_GETFL, 0);
-  if (flags < 0 || ::fcntl(s.fd(), F_SETFL, flags | O_NONBLOCK) < 0)
-    throw std::runtime_error(fmt::format("TCP rendezvous: fcntl(O_NONBLOCK): {}", errno_text(errno)));
-  // Room for a whole gradient (0.8 MB) in the kernel's buffers, so that a rank's send completes without
-  // waiting for the reader to drain it piece by piece. A request the kernel caps is no error.
-  const int buffer = 4 << 20;
-  static_cast<void>(::setsockopt(s.fd(), SOL_SOCKET, SO_SNDBUF, &buffer, sizeof buffer));
-  static_cast<void>(::setsockopt(s.fd(), SOL_SOCKET, SO_RCVBUF, &buffer, sizeof buffer));
-  const int one = 1;
-  if (::setsockopt(s.fd(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) < 0)
-    throw std::runtime_error(fmt::format("TCP rendezvous: setsockopt(TCP_NODELAY): {}", errno_text(errno)));
-}
-
-// Waits until fd is readable (events = POLLIN) or writable (POLLOUT). False when the deadline passed first.
-bool wait_for(int fd, short events, const Deadline& deadline) {
-  for (;;) {
-    pollfd p{fd, events, 0};
-    const int ready = ::poll(&p, 1, deadline.poll_ms());
-    if (ready > 0) return true;
-    if (ready == 0) return false;
-    if (errno != EINTR)
-      throw std::runtime_error(fmt::format("TCP process group: poll: {}", errno_text(errno)));
-  }
-}
-
-// The connection ended (the peer closed it, or it broke) before a whole message arrived or left.
-struct ConnectionLost {
-  std::string why;
-};
-// The deadline passed in the middle of sending or receiving.
-struct TimedOut {};
-
-void send_all(const Socket& s, const void* data, std::size_t bytes, const Deadline& deadline) {
-  const auto* p = static_cast<const char*>(data);
-  while (bytes > 0) {
-    // MSG_NOSIGNAL: a peer that has gone must be an error here, not a SIGPIPE that kills the process.
-    const ssize_t sent = ::send(s.fd(), p, bytes, MSG_NOSIGNAL);
-    if (sent > 0) {
-      p += sent;
-      bytes -= static_cast<std::size_t>(sent);
-    } else if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (!wait_for(s.fd(), POLLOUT, deadline)) throw TimedOut{};
-    } else if (sent < 0 && errno == EINTR) {
-      continue;
-    } else {
-      throw ConnectionLost{errno_text(errno)};
-    }
-  }
-}
-
-void receive_all(const Socket& s, void* data, std::size_t bytes, const Deadline& deadline) {
-  auto* p = static_cast<char*>(data);
-  while (bytes > 0) {
-    const ssize_t got = ::recv(s.fd(), p, bytes, 0);
-    if (got > 0) {
-      p += got;
-      bytes -= static_cast<std::size_t>(got);
-    } else if (got == 0) {
-      throw ConnectionLost{"the connection was closed"};
-    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      if (!wait_for(s.fd(), POLLIN, deadline)) throw TimedOut{};
-    } else if (errno != EINTR) {
-      throw ConnectionLost{errno_text(errno)};
-    }
-  }
-}
-
-// The wire format: a header, then `bytes` bytes of payload. Host byte order: every rank runs the same binary
-// on the same kind of machine.
-enum class FrameType : std::uint32_t { Hello = 1, Welcome = 2, Data = 3, Error = 4 };
-constexpr std::uint32_t kMagic = 0x4d4e4450;  // "MNDP"
-
-struct FrameHeader {
-  std::uint32_t magic;
-  FrameType type;
-  std::int32_t origin;  // for Error: the rank that failed
-  std::uint32_t reserved;
-  std::uint64_t bytes;
-};
-
-// A hello's payload: who is connecting and how large it was told the world is.
-struct Hello {
-  std::int32_t rank;
-  std::int32_t world_size;
-};
-
-struct Frame {
-  FrameType type = FrameType::Error;
-  int origin = -1;
-  std::vector<std::byte> payload;
-
-  std::string text() const {
-    return std::string(reinterpret_cast<const char*>(payload.data()), payload.size());
-  }
-};
-
-void send_frame(const Socket& s, FrameType type, int origin, std::span<const std::byte> payload,
-                const Deadline& deadline) {
-  const FrameHeader header{kMagic, type, origin, 0, payload.size()};
-  send_all(s, &header, sizeof header, deadline);
-  send_all(s, payload.data(), payload.size(), deadline);
-}
-
-// Reads one whole frame. expected_bytes: the payload size a Data frame must have (an Error's text may have
-// any size).
-Frame receive_frame(const Socket& s, const Deadline& deadline, std::size_t limit_bytes) {
-  FrameHeader header{};
-  receive_all(s, &header, sizeof header, deadline);
-  if (header.magic != kMagic)
-    throw ConnectionLost{"it sent something that is not mnist-dp's protocol (another program on that port?)"};
-  if (header.bytes > limit_bytes)
-    throw ConnectionLost{
-        fmt::format("it sent {} bytes where at most {} were expected (ranks running "
-                    "different programs?)",
-                    header.bytes, limit_bytes)};
-  Frame frame{header.type, header.origin, std::vector<std::byte>(header.bytes)};
-  receive_all(s, frame.payload.data(), frame.payload.size(), deadline);
-  return frame;
-}
-
-constexpr std::size_t kMaxErrorBytes = 64 * 1024;
-
-// Ends the connections so that what was last sent on them arrives. A socket closed with unread data in its
-// receive buffer sends a reset, and a reset can make the peer's kernel drop data it has not yet read (here,
-// the error message it most needs). So: end the sending side, read and drop whatever still arrives until
-// each peer closes its side (it does once it has read the message), or until the deadline.
-void close_gracefully(const std::vector<Socket*>& sockets, const Deadline& deadline) {
-  std::vector<Socket*> open;
-  for (Socket* s : sockets)
-    if (::shutdown(s->fd(), SHUT_WR) == 0) open.push_back(s);
-  char sink[4096];
-  while (!open.empty() && !deadline.passed()) {
-    std::vector<pollfd> fds;
-    for (Socket* s : open)
-      fds.push_back({s->fd(), POLLIN, 0});
-    if (::poll(fds.data(), fds.size(), deadline.poll_ms()) <= 0) break;
-    std::vector<Socket*> still;
-    for (std::size_t i = 0; i < fds.size(); ++i) {
-      if (fds[i].revents == 0) {
-        still.push_back(open[i]);
-        continue;
-      }
-      const ssize_t got = ::recv(open[i]->fd(), sink, sizeof sink, 0);
-      if (got > 0 || (got < 0 && (errno == EAGAIN || errno == EINTR))) still.push_back(open[i]);
-    }
-    open = std::move(still);
-  }
-}
+using tcp::ConnectionLost;
+using tcp::Deadline;
+using tcp::Frame;
+using tcp::FrameHeader;
+using tcp::FrameType;
+using tcp::Hello;
+using tcp::kMagic;
+using tcp::kMaxErrorBytes;
+using tcp::Socket;
+using tcp::TimedOut;
 
 std::string rank_list(const std::vector<int>& ranks) {
   return fmt::format("{}", fmt::join(ranks, ", "));
@@ -284,14 +90,14 @@ class TcpProcessGroup final : public ProcessGroup {
       if (got == 0) lost(r, "the connection was closed");
       if (got < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) continue;
-        lost(r, errno_text(errno));
+        lost(r, tcp::errno_text(errno));
       }
       if (static_cast<std::size_t>(got) < sizeof header || header.magic != kMagic ||
           header.type != FrameType::Error)
         continue;
       Frame frame;
       try {
-        frame = receive_frame(peers_[i], Deadline(std::chrono::milliseconds(2000)), kMaxErrorBytes);
+        frame = tcp::receive_frame(peers_[i], Deadline(std::chrono::milliseconds(2000)), kMaxErrorBytes);
       } catch (const ConnectionLost& e) {
         broken_[i] = true;
         lost(r, e.why);
@@ -312,13 +118,13 @@ class TcpProcessGroup final : public ProcessGroup {
     for (std::size_t r = 0; r < peers_.size(); ++r) {
       if (static_cast<int>(r) == origin || !peers_[r].open() || broken_[r]) continue;
       try {
-        send_frame(peers_[r], FrameType::Error, origin, payload, deadline);
+        tcp::send_frame(peers_[r], FrameType::Error, origin, payload, deadline);
         told.push_back(&peers_[r]);
       } catch (...) {
         // Best effort: the peer may already have gone.
       }
     }
-    close_gracefully(told, deadline);
+    tcp::close_gracefully(told, deadline);
     for (Socket& s : peers_)
       s.reset();
   }
@@ -338,7 +144,7 @@ class TcpProcessGroup final : public ProcessGroup {
 
   void send_to(int r, FrameType type, std::span<const std::byte> payload, const Deadline& deadline) {
     try {
-      send_frame(peer(r), type, rank_, payload, deadline);
+      tcp::send_frame(peer(r), type, rank_, payload, deadline);
     } catch (...) {
       // Part of a frame may have left: nothing more may be written on this connection (abort's message would
       // land inside the unfinished frame and be read as data).
@@ -353,7 +159,8 @@ class TcpProcessGroup final : public ProcessGroup {
     } catch (const ConnectionLost& e) {
       // A peer that failed sends its reason and then closes; the reason may be waiting to be read.
       try {
-        const Frame last = receive_frame(peer(r), Deadline(std::chrono::milliseconds(500)), kMaxErrorBytes);
+        const Frame last =
+            tcp::receive_frame(peer(r), Deadline(std::chrono::milliseconds(500)), kMaxErrorBytes);
         if (last.type == FrameType::Error) remote_failure(last, r);
       } catch (const ConnectionLost&) {
       } catch (const TimedOut&) {
@@ -386,20 +193,13 @@ class TcpProcessGroup final : public ProcessGroup {
   void receive_data(int r, std::span<std::byte> into, const Deadline& deadline,
                     const std::string& on_timeout) {
     try {
-      FrameHeader header{};
-      receive_all(peer(r), &header, sizeof header, deadline);
-      if (header.magic != kMagic)
-        throw ConnectionLost{
-            "it sent something that is not mnist-dp's protocol (another program on that port?)"};
+      const FrameHeader header = tcp::receive_header(peer(r), deadline);
       if (header.type == FrameType::Data && header.bytes == into.size()) {
-        receive_all(peer(r), into.data(), into.size(), deadline);
+        tcp::receive_all(peer(r), into.data(), into.size(), deadline);
         return;
       }
-      if (header.type == FrameType::Error && header.bytes <= kMaxErrorBytes) {
-        Frame frame{header.type, header.origin, std::vector<std::byte>(header.bytes)};
-        receive_all(peer(r), frame.payload.data(), frame.payload.size(), deadline);
-        remote_failure(frame, r);
-      }
+      if (header.type == FrameType::Error && header.bytes <= kMaxErrorBytes)
+        remote_failure(tcp::receive_payload(peer(r), header, deadline), r);
       throw std::runtime_error(fmt::format(
           "rank {} sent a message of {} bytes where {} bytes of data were expected: the ranks are "
           "not running the same collectives",
@@ -436,7 +236,8 @@ class TcpProcessGroup final : public ProcessGroup {
         fds.push_back({peer(r).fd(), POLLIN, 0});
       const int ready = ::poll(fds.data(), fds.size(), deadline.poll_ms());
       if (ready < 0 && errno == EINTR) continue;
-      if (ready < 0) throw std::runtime_error(fmt::format("TCP process group: poll: {}", errno_text(errno)));
+      if (ready < 0)
+        throw std::runtime_error(fmt::format("TCP process group: poll: {}", tcp::errno_text(errno)));
       if (ready == 0)
         throw std::runtime_error(
             fmt::format("waited {} s for rank{} {} to reach the same step (hung, or much "
@@ -477,7 +278,7 @@ class TcpProcessGroup final : public ProcessGroup {
   void accept_all() {
     peers_.resize(static_cast<std::size_t>(size_));
     broken_.assign(peers_.size(), false);
-    Socket listener = listen_on_port();
+    Socket listener = tcp::listen_on(port_);
     const Deadline deadline(timeout_);
     std::vector<Socket> unknown;  // connected, hello not read yet
     int joined = 0;
@@ -488,7 +289,8 @@ class TcpProcessGroup final : public ProcessGroup {
           fds.push_back({s.fd(), POLLIN, 0});
         const int ready = ::poll(fds.data(), fds.size(), deadline.poll_ms());
         if (ready < 0 && errno == EINTR) continue;
-        if (ready < 0) throw std::runtime_error(fmt::format("TCP rendezvous: poll: {}", errno_text(errno)));
+        if (ready < 0)
+          throw std::runtime_error(fmt::format("TCP rendezvous: poll: {}", tcp::errno_text(errno)));
         if (ready == 0) throw std::runtime_error(missing_ranks_message());
         // Hellos first (their sockets are fds[1..]), then new connections, so that indices stay valid.
         std::vector<Socket> still;
@@ -502,14 +304,7 @@ class TcpProcessGroup final : public ProcessGroup {
         }
         unknown = std::move(still);
         if (fds[0].revents != 0) {
-          const int fd = ::accept(listener.fd(), nullptr, nullptr);
-          if (fd >= 0) {
-            Socket s(fd);
-            configure(s);
-            unknown.push_back(std::move(s));
-          } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED) {
-            throw std::runtime_error(fmt::format("TCP rendezvous: accept: {}", errno_text(errno)));
-          }
+          if (Socket s = tcp::accept_connection(listener); s.open()) unknown.push_back(std::move(s));
         }
       }
       for (int r = 1; r < size_; ++r)
@@ -529,7 +324,7 @@ class TcpProcessGroup final : public ProcessGroup {
     Frame frame;
     try {
       // Short: a rank sends its hello as soon as it connects.
-      frame = receive_frame(s, Deadline(std::chrono::milliseconds(5000)), sizeof(Hello));
+      frame = tcp::receive_frame(s, Deadline(std::chrono::milliseconds(5000)), sizeof(Hello));
     } catch (const ConnectionLost&) {
       return false;
     } catch (const TimedOut&) {
@@ -552,7 +347,7 @@ class TcpProcessGroup final : public ProcessGroup {
     if (!refusal.empty()) {
       try {
         const auto text = std::as_bytes(std::span(refusal.data(), refusal.size()));
-        send_frame(s, FrameType::Error, 0, text, Deadline(std::chrono::milliseconds(2000)));
+        tcp::send_frame(s, FrameType::Error, 0, text, Deadline(std::chrono::milliseconds(2000)));
       } catch (...) {
         // It will find out when the connection closes.
       }
@@ -572,57 +367,6 @@ class TcpProcessGroup final : public ProcessGroup {
         port_, seconds(), missing.size() == 1 ? "" : "s", rank_list(missing), size_, size_);
   }
 
-  Socket listen_on_port() const {
-    // Every interface, as torch's TCPStore does: MASTER_ADDR is how the other ranks find this one, and a
-    // name that resolves to a loopback address here (Debian's 127.0.1.1 for the host's own name) would
-    // otherwise shut them out.
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE;
-    addrinfo* found = nullptr;
-    const std::string port = std::to_string(port_);
-    if (const int rc = ::getaddrinfo(nullptr, port.c_str(), &hints, &found); rc != 0)
-      throw std::runtime_error(fmt::format("TCP rendezvous: port {}: {}", port_, ::gai_strerror(rc)));
-    std::string why = "no address to listen on";
-    Socket listener;
-    // IPv6 first when there is one: with IPV6_V6ONLY off it takes IPv4 connections too.
-    std::vector<addrinfo*> candidates;
-    for (addrinfo* a = found; a; a = a->ai_next)
-      candidates.push_back(a);
-    std::stable_sort(candidates.begin(), candidates.end(), [](const addrinfo* x, const addrinfo* y) {
-      return x->ai_family == AF_INET6 && y->ai_family != AF_INET6;
-    });
-    for (addrinfo* a : candidates) {
-      Socket s(::socket(a->ai_family, a->ai_socktype, a->ai_protocol));
-      if (!s.open()) {
-        why = errno_text(errno);
-        continue;
-      }
-      const int one = 1, zero = 0;
-      // Both best effort: without the first, a port in TIME_WAIT from the last run is refused as in use;
-      // without the second, an IPv6 socket takes no IPv4 connection and the IPv4 address is tried next.
-      static_cast<void>(::setsockopt(s.fd(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one));
-      if (a->ai_family == AF_INET6)
-        static_cast<void>(::setsockopt(s.fd(), IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero));
-      if (::bind(s.fd(), a->ai_addr, a->ai_addrlen) == 0 && ::listen(s.fd(), SOMAXCONN) == 0) {
-        listener = std::move(s);
-        break;
-      }
-      why = errno == EADDRINUSE ? "the port is in use (by another run, or another program); pick another "
-                                  "MASTER_PORT"
-                                : errno_text(errno);
-    }
-    ::freeaddrinfo(found);
-    if (!listener.open())
-      throw std::runtime_error(
-          fmt::format("TCP rendezvous: rank 0 cannot listen on port {} (MASTER_PORT): {}", port_, why));
-    const int flags = ::fcntl(listener.fd(), F_GETFL, 0);
-    if (flags < 0 || ::fcntl(listener.fd(), F_SETFL, flags | O_NONBLOCK) < 0)
-      throw std::runtime_error(fmt::format("TCP rendezvous: fcntl(O_NONBLOCK): {}", errno_text(errno)));
-    return listener;
-  }
-
   // Any other rank: connects to rank 0 (retrying while it is not listening yet), says hello, and waits for
   // the welcome that comes when every rank has joined.
   void connect_to_root() {
@@ -637,13 +381,14 @@ class TcpProcessGroup final : public ProcessGroup {
             fmt::format("TCP rendezvous: could not reach rank 0 at {}:{} within {} s ({}); "
                         "is rank 0 running, with the same MASTER_ADDR and MASTER_PORT?",
                         addr_, port_, seconds(), why));
-      if (!try_connect(why)) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      peers_[0] = tcp::try_connect(addr_, port_, why);
+      if (!peers_[0].open()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     const Hello hello{rank_, size_};
     send_to(0, FrameType::Hello, std::as_bytes(std::span(&hello, 1)), welcome_deadline);
     Frame frame;
     try {
-      frame = receive_frame(peer(0), welcome_deadline, kMaxErrorBytes);
+      frame = tcp::receive_frame(peer(0), welcome_deadline, kMaxErrorBytes);
     } catch (const ConnectionLost& e) {
       lost(0, e.why);
     } catch (const TimedOut&) {
@@ -656,45 +401,6 @@ class TcpProcessGroup final : public ProcessGroup {
     if (frame.type != FrameType::Welcome)
       throw std::runtime_error(
           fmt::format("TCP rendezvous at {}:{}: rank 0 answered out of turn", addr_, port_));
-  }
-
-  bool try_connect(std::string& why) {
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* found = nullptr;
-    const std::string port = std::to_string(port_);
-    if (const int rc = ::getaddrinfo(addr_.c_str(), port.c_str(), &hints, &found); rc != 0) {
-      // Retried like a refused connection: a name may resolve only once rank 0's host is up (a pod's DNS
-      // record, for one).
-      why = fmt::format("MASTER_ADDR {}: {}", addr_, ::gai_strerror(rc));
-      return false;
-    }
-    for (addrinfo* a = found; a; a = a->ai_next) {
-      Socket s(::socket(a->ai_family, a->ai_socktype, a->ai_protocol));
-      if (!s.open()) {
-        why = errno_text(errno);
-        continue;
-      }
-      // Non-blocking, so that an address that never answers costs seconds, not the kernel's minutes of SYN
-      // retries.
-      configure(s);
-      int error = ::connect(s.fd(), a->ai_addr, a->ai_addrlen) == 0 ? 0 : errno;
-      if (error == EINPROGRESS) {
-        error = ETIMEDOUT;
-        if (wait_for(s.fd(), POLLOUT, Deadline(std::chrono::milliseconds(5000)))) {
-          socklen_t length = sizeof error;
-          if (::getsockopt(s.fd(), SOL_SOCKET, SO_ERROR, &error, &length) < 0) error = errno;
-        }
-      }
-      if (error == 0) {
-        peers_[0] = std::move(s);
-        break;
-      }
-      why = errno_text(error);
-    }
-    ::freeaddrinfo(found);
-    return peers_[0].open();
   }
 
   int rank_;
