@@ -4,22 +4,26 @@
 # one table: for each product, the fastest layout each library found, in microseconds and GFLOP/s, beside one
 # core's peak. How the CPU path's library was chosen (docs/benchmarks.md).
 #
-#   bench/gemm_survey.sh [--binary PATH] [--out DIR] [--repeats N] [--mkl PATH]
+#   bench/gemm_survey.sh [--binary PATH] [--out DIR] [--repeats N] [--rounds N] [--mkl PATH]
 #
 # Libraries: OpenBLAS as this machine's environment sets it (OPENBLAS_CORETYPE, if any) and as OpenBLAS picks by
 # itself (the variable unset), BLIS, oneDNN and libxsmm where installed (Debian: libblis-dev, libdnnl-dev,
 # libxsmm-dev), MKL from the PyTorch 2 environment (bench/peers/make_torch2_venv.sh) or --mkl, and cpu::gemm in
-# each instruction set this CPU runs. One thread each. Output: DIR/survey.md, DIR/survey.json, DIR/*.json
+# each instruction set this CPU runs. One thread each. --rounds N runs the whole list N times (A B C, A B C, ...)
+# and takes each product's median over the rounds, so that a drift in the machine's speed falls on every library
+# alike. Besides the fastest layout of each product, the table gives each library's step in each consistent set of
+# layouts (a step must store its activations and weights one way). Output: DIR/survey.md, DIR/survey.json, DIR/*.json
 # (each library's rows); DIR defaults to bench/results/DATE_cpu-gemm-survey_HOST.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-binary=build/default/mnist-dp-gemm-survey out="" repeats=15
+binary=build/default/mnist-dp-gemm-survey out="" repeats=15 rounds=1
 mkl=${MNISTDP_PEERS_DIR:-$HOME/.cache/mnist-dp/peers}/torch2/lib/libmkl_rt.so.3
 while [ $# -gt 0 ]; do
   case "$1" in
     --binary) binary=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --repeats) repeats=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
     --mkl) mkl=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set /{/^set /!p}' "$0"; exit 0 ;;
     *) echo "gemm_survey.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
@@ -31,13 +35,14 @@ mkdir -p "$out"
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 
 run() {  # name, then environment assignments and arguments for the survey
-  local name=$1; shift
-  echo "gemm_survey.sh: $name" >&2
-  if ! env "$@" --json "$out/$name.json" --repeats "$repeats" >"$out/$name.txt" 2>&1; then
-    echo "gemm_survey.sh: $name did not run: $(tail -1 "$out/$name.txt")" >&2
-    rm -f "$out/$name.json"
+  local name=$1 file="$out/$1.r$round"; shift
+  echo "gemm_survey.sh: round $round: $name" >&2
+  if ! env "$@" --json "$file.json" --repeats "$repeats" >"$file.txt" 2>&1; then
+    echo "gemm_survey.sh: $name did not run: $(tail -1 "$file.txt")" >&2
+    rm -f "$file.json"
   fi
 }
+for ((round = 1; round <= rounds; round++)); do
 run mnistdp "$binary" --library mnistdp
 grep -q avx2 /proc/cpuinfo && run mnistdp-avx2 "$binary" --library mnistdp-avx2
 run mnistdp-portable "$binary" --library mnistdp-portable
@@ -51,52 +56,91 @@ if [ -e "$mkl" ]; then
 else
   echo "gemm_survey.sh: no MKL at $mkl: skipped" >&2
 fi
+done
 
 /usr/bin/python3 - "$out" <<'PY'
-import json, os, subprocess, sys
+import json, os, re, statistics, subprocess, sys
 out = sys.argv[1]
-runs = {}
+runs = {}  # library -> list of rounds' JSON
 for name in sorted(os.listdir(out)):
-    if name.endswith(".json") and name != "survey.json":
+    m = re.match(r"^(.*)\.r(\d+)\.json$", name)
+    if m:
         with open(os.path.join(out, name)) as f:
-            runs[name[:-5]] = json.load(f)
+            runs.setdefault(m.group(1), []).append(json.load(f))
+# (library, batch, layout) -> median over the rounds of each round's median time
+times = {}
+for lib, rounds in runs.items():
+    samples = {}
+    for r in rounds:
+        for row in r["rows"]:
+            if row["status"] == "ok":
+                samples.setdefault((row["batch"], row["product"]), []).append(row["time"]["median_us"])
+    for (batch, layout), us in samples.items():
+        times[(lib, batch, layout)] = statistics.median(us)
 products = ["fc1.fwd", "fc2.fwd", "fc2.dW", "fc2.dX", "fc1.dW"]
-table = {}
-for lib, r in runs.items():
-    for row in r["rows"]:
-        if row["status"] != "ok":
-            continue
-        op = row["product"].replace("fm ", "").split()[0].replace("dWT", "dW")
-        key = (lib, row["batch"], op)
-        us = row["time"]["median_us"]
-        if key not in table or us < table[key]["us"]:
-            table[key] = {"us": us, "gflops": row["gflops"], "layout": row["product"]}
-peak = max(r["peak_gflops"] for r in runs.values())
+# The layouts a step could run together, one per product, in the order of `products`.
+layout_sets = {
+    "feature-major": ["fm fc1.fwd w1.xT", "fm fc2.fwd w2.hT", "fm fc2.dWT hT.dl", "fm fc2.dX w2T.dlT",
+                      "fm fc1.dW dHT.x"],
+    "by rows, w [out, in]": ["fc1.fwd x.w1T", "fc2.fwd h.w2T", "fc2.dW dlT.h", "fc2.dX dl.w2", "fc1.dW dHT.x"],
+    "by rows, w [in, out]": ["fc1.fwd x.w1", "fc2.fwd h.w2", "fc2.dWT hT.dl", "fc2.dX dl.w2T", "fc1.dWT xT.dH"],
+}
+def product_of(layout):
+    return layout.replace("fm ", "").split()[0].replace("dWT", "dW")
+best = {}
+for (lib, batch, layout), us in times.items():
+    key = (lib, batch, product_of(layout))
+    if key not in best or us < best[key]["us"]:
+        best[key] = {"us": us, "layout": layout}
+peaks = [r["peak_gflops"] for rounds in runs.values() for r in rounds]
+peak = statistics.median(peaks)
 cpu = subprocess.run(["sh", "-c", "lscpu | sed -n 's/^Model name: *//p' | head -1"], capture_output=True,
                      text=True).stdout.strip()
 commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-lines = [f"# The products of a CPU step, library by library ({runs[next(iter(runs))]['date'][:10]})", "",
-         f"CPU: {cpu}; one core's peak {peak:.1f} GFLOP/s (AVX-512 FMA chains); one thread; commit {commit}.",
-         "Each cell: the fastest layout the library ran (microseconds, median of the repeats; GFLOP/s). "
-         "The step: the sum of the five.", ""]
-for batch in sorted({k[1] for k in table}, reverse=True):
-    lines += [f"Batch {batch}:", "", "| library | kernels | " + " | ".join(products) + " | step | step GFLOP/s |",
-              "|---|---|" + "---:|" * (len(products) + 2)]
-    flop = 2 * batch * (2 * 784 * 256 + 3 * 256 * 10)
-    order = sorted(runs, key=lambda lib: sum(table.get((lib, batch, op), {"us": 1e9})["us"] for op in products))
+first = next(iter(runs.values()))[0]
+lines = [f"# The products of a CPU step, library by library ({first['date'][:10]})", "",
+         f"CPU: {cpu}; one core's peak {peak:.1f} GFLOP/s (median of {len(peaks)} measurements, AVX-512 FMA "
+         f"chains; from {min(peaks):.1f} to {max(peaks):.1f}); one thread; commit {commit}; "
+         f"{max(len(r) for r in runs.values())} round(s), each time the median over the rounds.", "",
+         "First table: each product in the fastest layout the library ran (microseconds; GFLOP/s). Second: the "
+         "step, the five products summed, in each consistent set of layouts; best in bold.", ""]
+summary = []
+for batch in sorted({k[1] for k in best}, reverse=True):
+    flop = {"fc1.fwd": 2 * batch * 784 * 256, "fc1.dW": 2 * batch * 784 * 256, "fc2.fwd": 2 * batch * 256 * 10,
+            "fc2.dW": 2 * batch * 256 * 10, "fc2.dX": 2 * batch * 256 * 10}
+    step_flop = sum(flop.values())
+    def set_total(lib, name):
+        ts = [times.get((lib, batch, layout)) for layout in layout_sets[name]]
+        return sum(ts) if all(t is not None for t in ts) else None
+    def best_set(lib):
+        totals = [(set_total(lib, n), n) for n in layout_sets if set_total(lib, n) is not None]
+        return min(totals) if totals else (None, None)
+    order = sorted(runs, key=lambda lib: best_set(lib)[0] or 1e12)
+    lines += [f"Batch {batch}:", "", "| library | kernels | " + " | ".join(products) + " |",
+              "|---|---|" + "---:|" * len(products)]
     for lib in order:
-        cells = [table.get((lib, batch, op)) for op in products]
-        step = sum(c["us"] for c in cells) if all(cells) else None
-        lines.append(f"| {lib} | {runs[lib]['detail']} | " +
-                     " | ".join(f"{c['us']:.1f} ({c['gflops']:.0f})" if c else "-" for c in cells) +
-                     (f" | {step:.1f} | {flop / step / 1e3:.0f} |" if step else " | - | - |"))
+        cells = [best.get((lib, batch, op)) for op in products]
+        lines.append(f"| {lib} | {runs[lib][0]['detail']} | " +
+                     " | ".join(f"{c['us']:.1f} ({flop[op] / c['us'] / 1e3:.0f})" if c else "-"
+                                for c, op in zip(cells, products)) + " |")
+    lines += ["", "| library | " + " | ".join(layout_sets) + " | step GFLOP/s |",
+              "|---|" + "---:|" * (len(layout_sets) + 1)]
+    for lib in order:
+        total, name = best_set(lib)
+        cells = []
+        for n in layout_sets:
+            t = set_total(lib, n)
+            cells.append("-" if t is None else (f"**{t:.1f}**" if n == name else f"{t:.1f}"))
+        lines.append(f"| {lib} | " + " | ".join(cells) + (f" | {step_flop / total / 1e3:.0f} |" if total else " | - |"))
+        summary.append({"library": lib, "batch": batch, "best_set": name, "step_us": total})
     lines.append("")
 text = "\n".join(lines)
 with open(os.path.join(out, "survey.md"), "w") as f:
     f.write(text)
 with open(os.path.join(out, "survey.json"), "w") as f:
-    json.dump({"cpu": cpu, "commit": commit, "peak_gflops": peak,
-               "best": [{"library": k[0], "batch": k[1], "product": k[2], **v} for k, v in table.items()],
+    json.dump({"cpu": cpu, "commit": commit, "peak_gflops": peak, "peaks": peaks, "steps": summary,
+               "best": [{"library": k[0], "batch": k[1], "product": k[2], **v} for k, v in best.items()],
+               "times": [{"library": k[0], "batch": k[1], "layout": k[2], "median_us": v} for k, v in times.items()],
                "runs": runs}, f, indent=1)
 print(text)
 PY
