@@ -13,7 +13,7 @@
 # and takes each product's median over the rounds, so that a drift in the machine's speed falls on every library
 # alike. Besides the fastest layout of each product, the table gives each library's step in each consistent set of
 # layouts (a step must store its activations and weights one way). Output: DIR/survey.md, DIR/survey.json, DIR/*.json
-# (each library's rows); DIR defaults to bench/results/DATE_cpu-gemm-survey_HOST.
+# (each library's rows, round by round); DIR defaults to bench/results/DATE_cpu-gemm-survey_HOST.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 binary=build/default/mnist-dp-gemm-survey out="" repeats=15 rounds=1
@@ -141,6 +141,6 @@ with open(os.path.join(out, "survey.json"), "w") as f:
     json.dump({"cpu": cpu, "commit": commit, "peak_gflops": peak, "peaks": peaks, "steps": summary,
                "best": [{"library": k[0], "batch": k[1], "product": k[2], **v} for k, v in best.items()],
                "times": [{"library": k[0], "batch": k[1], "layout": k[2], "median_us": v} for k, v in times.items()],
-               "runs": runs}, f, indent=1)
+               "details": {lib: rounds[0]["detail"] for lib, rounds in runs.items()}}, f, indent=1)
 print(text)
 PY
