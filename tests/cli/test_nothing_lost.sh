@@ -128,7 +128,8 @@ fi
 "$bin" train --data "$data" --device cpu --no-progress --batch-size 30000 --epochs 100 --save "$work/kill.st" \
   >"$work/kill.out" 2>"$work/kill.err" &
 pid=$!
-for _ in $(seq 300); do contains "$work/kill.out" "Epoch 0 done" && break; sleep 0.1; done
+# Two minutes at most: a sanitizer build takes a while over an epoch of 30000-row steps and its evaluation.
+for _ in $(seq 1200); do contains "$work/kill.out" "Epoch 0 done" && break; sleep 0.1; done
 kill -INT "$pid"
 sleep 0.05
 kill -INT "$pid"
