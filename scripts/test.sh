@@ -24,6 +24,19 @@ scripts/build.sh emu-asan
 ASAN_OPTIONS=halt_on_error=1:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   ctest --preset emu-asan -j "$(nproc)"
 
+# The CUDA path on emulated devices again, under ThreadSanitizer (preset emu-tsan, docs/emulation.md): races
+# between the threads of a block, the blocks of a kernel, streams, devices and programmatic launches in every
+# kernel and path, and the probes that it must report (and their synchronised twins, which it must not).
+# ThreadSanitizer maps memory for every emulated thread alive (a chain of programmatic launches holds tens of
+# thousands at once), beyond Linux's default limit of 65530 mappings a process.
+echo "==== test.sh: the CUDA path on emulated devices under ThreadSanitizer (preset emu-tsan) ===="
+if [ "$(cat /proc/sys/vm/max_map_count)" -lt 262144 ]; then
+  { echo 262144 >/proc/sys/vm/max_map_count; } 2>/dev/null || echo "test.sh: could not raise vm.max_map_count to 262144 (root needed);" \
+    "tests of long programmatic chains may fail with 'ThreadSanitizer failed to allocate'" >&2
+fi
+scripts/build.sh emu-tsan
+TSAN_OPTIONS=halt_on_error=1 ctest --preset emu-tsan -j "$(nproc)"
+
 # The CPU test suite again, under AddressSanitizer and UBSan (preset debug): any report fails its test. Left
 # out for time, as each takes a minute or more at -O0 under the sanitizers: the finite-difference check of
 # the reference backward pass, the 5-epoch accuracy run and the command-line checkpoint and multi-process

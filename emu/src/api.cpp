@@ -534,10 +534,13 @@ cudaError_t cudaStreamQuery(cudaStream_t stream) {
   if (s->capture) return record(cudaErrorStreamCaptureUnsupported);
   bool done = false;
   // A query releases the queued work, as a wait does, but returns at once.
+  std::shared_ptr<const mnistdp::emu::race::Token> last;
   engine().wait([&] {
     done = s->completed->value >= s->enqueued;
+    last = s->last_done;
     return true;
   });
+  if (done && last) last->acquire();
   if (const cudaError_t f = engine().device_fault(s->device); f != cudaSuccess) return record(f);
   return done ? cudaSuccess : cudaErrorNotReady;
 }
@@ -547,10 +550,12 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
   CUstream_st* s = engine().resolve(stream);
   std::uint64_t recorded = 0;
   CUstream_st* captured_in = nullptr;
+  std::shared_ptr<const mnistdp::emu::race::Token> record_done;
   {
     std::lock_guard lock(engine().mutex);
     recorded = event->recorded;
     captured_in = event->captured_in;
+    record_done = event->last_record;
   }
   if (captured_in) {
     if (captured_in == s) return cudaSuccess;  // already in the stream's order
@@ -565,7 +570,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
   if (recorded == 0) return cudaSuccess;  // never recorded: nothing to wait for
   Op op;
   op.what = "a wait for an event";
-  op.after.push_back(Dependency{event->completed, recorded});
+  op.after.push_back(Dependency{event->completed, recorded, record_done});
   return record(engine().enqueue(s, std::move(op)));
 }
 
@@ -607,9 +612,15 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   }
   Op op;
   op.what = "an event record";
+  {
+    std::lock_guard lock(engine().mutex);
+    event->last_record = op.done;
+  }
   auto counter = event->completed;
   op.run = [event, counter, generation] {
-    // Runs on the engine thread; the engine's lock orders it with the host's reads of the counter.
+    // Runs on the engine thread; the engine's lock orders it with the host's reads of the counter. For the
+    // race checks, the record's token orders (sanitizer.hpp), not this lock.
+    const mnistdp::emu::race::IgnoreSync bookkeeping;
     std::lock_guard lock(engine().mutex);
     counter->value = std::max(counter->value, generation);
     event->completed_ms = now_ms();
@@ -621,12 +632,15 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   if (!event) return record(cudaErrorInvalidResourceHandle);
   if (engine().unsafe_during_capture()) return record(cudaErrorStreamCaptureUnsupported);
   std::uint64_t target = 0;
+  std::shared_ptr<const mnistdp::emu::race::Token> record_done;
   {
     std::lock_guard lock(engine().mutex);
     target = event->recorded;
+    record_done = event->last_record;
   }
   auto counter = event->completed;
   engine().wait([&] { return counter->value >= target; });
+  if (record_done) record_done->acquire();
   return fault_of(event->device);
 }
 
@@ -634,10 +648,13 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
   if (!event) return record(cudaErrorInvalidResourceHandle);
   bool done = false;
   auto counter = event->completed;
+  std::shared_ptr<const mnistdp::emu::race::Token> record_done;
   engine().wait([&] {
     done = counter->value >= event->recorded;
+    record_done = event->last_record;
     return true;
   });
+  if (done && record_done) record_done->acquire();
   return done ? cudaSuccess : cudaErrorNotReady;
 }
 

@@ -9,6 +9,7 @@
 #include <boost/context/fiber.hpp>
 #include <boost/context/stack_context.hpp>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <deque>
@@ -16,6 +17,8 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "emu/builtins.hpp"
@@ -50,7 +53,9 @@ namespace {
 namespace ctx = boost::context;
 
 // Fiber stacks, reused across blocks and launches: mapping a stack per thread per launch would cost more
-// than most kernels. Each has a guard page below it, so that an overflow faults instead of corrupting.
+// than most kernels. Each has a guard page below it, so that an overflow faults instead of corrupting. They
+// are mapped a slab at a time: a chain of programmatic launches holds thousands at once, and ThreadSanitizer
+// maps shadow for every mapping, which with one mapping a stack ran into the kernel's limit on mappings.
 class StackPool {
  public:
   static StackPool& get() {
@@ -67,13 +72,19 @@ class StackPool {
       }
     }
     const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-    void* p = mmap(nullptr, kStackBytes + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    const std::size_t stride = kStackBytes + page;
+    void* p = mmap(nullptr, stride * kSlab, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) throw std::bad_alloc();
-    mprotect(p, page, PROT_NONE);
-    ctx::stack_context s;
-    s.size = kStackBytes;
-    s.sp = static_cast<char*>(p) + page + kStackBytes;
-    return s;
+    std::vector<ctx::stack_context> slab(kSlab);
+    for (std::size_t i = 0; i < kSlab; ++i) {
+      char* base = static_cast<char*>(p) + i * stride;
+      mprotect(base, page, PROT_NONE);
+      slab[i].size = kStackBytes;
+      slab[i].sp = base + stride;
+    }
+    std::lock_guard lock(mutex_);
+    free_.insert(free_.end(), slab.begin() + 1, slab.end());
+    return slab.front();
   }
   void give_back(ctx::stack_context s) {
     std::lock_guard lock(mutex_);
@@ -81,11 +92,12 @@ class StackPool {
   }
 
  private:
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || defined(MNISTDP_EMU_RACE_CHECKS)
   static constexpr std::size_t kStackBytes = 1 << 20;
 #else
   static constexpr std::size_t kStackBytes = 256 << 10;
 #endif
+  static constexpr std::size_t kSlab = 64;
   std::mutex mutex_;
   std::vector<ctx::stack_context> free_;
 };
@@ -160,6 +172,7 @@ struct Unwind {};
 struct NamedBarrier {
   std::vector<int> waiting;
   int expected = 0;
+  std::uint64_t phase = 0;  // times it has released its threads
 };
 
 struct WarpCollective {
@@ -191,7 +204,14 @@ class Block {
   // Readies the block for block `index` of a launch; the storage of the block before is reused (a kernel of
   // small blocks runs hundreds of them).
   void start(const LaunchSpec& spec, const std::function<void()>& body, uint3 index, GridBarrier* grid,
-             std::uint64_t seed, ProgrammaticLink* link) {
+             std::uint64_t seed, ProgrammaticLink* link, KernelTokens tokens) {
+    // The block's storage, which the last block's threads used, is the emulator's: the race checks do not
+    // see its reuse.
+    const race::IgnoreAccesses storage;
+    home_ = race::current();
+    home_start_ = &race::os_thread_start();
+    tokens_ = tokens;
+    grid_phase_ = 0;
     link_ = link;
     triggered_ = 0;
     block_triggered_ = false;
@@ -245,6 +265,12 @@ class Block {
     for (NamedBarrier& nb : barriers_) {
       nb.waiting.clear();
       nb.expected = 0;
+      nb.phase = 0;
+    }
+    if constexpr (race::kEnabled) {
+      identities_.assign(static_cast<std::size_t>(count_), nullptr);
+      // Two tokens for each named barrier and each warp's collectives, by parity (GridBarrier::token).
+      sync_tokens_ = std::make_unique<race::Token[]>(2 * (barriers_.size() + warps_.size()));
     }
     fault_.clear();
     from_ = kScheduler;
@@ -254,6 +280,8 @@ class Block {
   void* shared_variable(const void* tag, std::size_t bytes, std::size_t alignment) {
     for (const SharedVariable& v : shared_variables_)
       if (v.tag == tag) return v.data.get();
+    const InEmulator bookkeeping(*this);
+    const race::IgnoreAccesses storage;
     const std::size_t align = std::max<std::size_t>(alignment, 16);
     SharedVariable v;
     v.tag = tag;
@@ -262,6 +290,19 @@ class Block {
     std::memset(v.data.get(), 0xFF, bytes);  // NaN: a read nobody wrote shows
     shared_variables_.push_back(std::move(v));
     return shared_variables_.back().data.get();
+  }
+
+  // At the block's end, after run() or abandon(): its shared memory and the race checks' identities of its
+  // threads go (the memory unseen by the race checks, as in start(): the OS thread's own identity frees what
+  // the emulated threads used).
+  void finish() {
+    const race::IgnoreAccesses storage;
+    shared_variables_.clear();
+    dynamic_shared_.reset();
+    if constexpr (race::kEnabled) {
+      for (race::Identity& id : identities_)
+        race::destroy(std::exchange(id, nullptr));
+    }
   }
 
   // After a fault: each thread still suspended is resumed once, to unwind its frames and end its fiber.
@@ -294,6 +335,7 @@ class Block {
         for (Thread& t : threads_)
           if (t.wait == Wait::grid) waiting.push_back(static_cast<int>(t.linear));
         grid_waiting_ = 0;
+        ++grid_phase_;
         release(waiting);
       } else if (trigger_holding_ > 0) {
         // The threads that triggered waited as long as they could; the block triggers later, if ever.
@@ -315,6 +357,19 @@ class Block {
   // ---- the builtins, called by the running thread -------------------------------------------------------
 
   void barrier(int id, int expected, const char* what) {
+    const race::Token* token = nullptr;
+    if (id >= 0 && id < static_cast<int>(barriers_.size())) {
+      token = barrier_token(id, barriers_[static_cast<std::size_t>(id)].phase);
+      if (token) token->release();
+    }
+    {
+      const InEmulator bookkeeping(*this);
+      wait_at_barrier(id, expected, what);
+    }
+    if (token) token->acquire();
+  }
+
+  void wait_at_barrier(int id, int expected, const char* what) {
     Thread& t = running();
     if (id == 0) expected = count_;
     if (expected <= 0 || expected > count_ || (id != 0 && expected % 32 != 0))
@@ -332,6 +387,7 @@ class Block {
     t.wait = Wait::barrier;
     b.waiting.push_back(current_);
     if (static_cast<int>(b.waiting.size()) == b.expected) {
+      ++b.phase;
       release(b.waiting);
       b.waiting.clear();
     }
@@ -339,6 +395,20 @@ class Block {
   }
 
   std::uint64_t shuffle_xor(unsigned mask, std::uint64_t value, int lane_mask, int width) {
+    const int self = current_;
+    const Warp& w = warps_[static_cast<std::size_t>(self / 32)];
+    const race::Token* token = warp_token(self / 32, w.lane_generation[self % 32]);
+    if (token) token->release();
+    std::uint64_t out = 0;
+    {
+      const InEmulator bookkeeping(*this);
+      out = exchange_in_warp(mask, value, lane_mask, width);
+    }
+    if (token) token->acquire();
+    return out;
+  }
+
+  std::uint64_t exchange_in_warp(unsigned mask, std::uint64_t value, int lane_mask, int width) {
     const int self = current_;
     const int lane = self % 32;
     Warp& w = warps_[static_cast<std::size_t>(self / 32)];
@@ -385,10 +455,16 @@ class Block {
   }
 
   void grid_sync() {
-    if (!grid_) fail_at(current_, "grid.sync() in a kernel not launched cooperatively");
-    running().wait = Wait::grid;
-    ++grid_waiting_;
-    suspend();
+    const race::Token* token = grid_ ? &grid_->token(grid_phase_) : nullptr;
+    if (token) token->release();
+    {
+      const InEmulator bookkeeping(*this);
+      if (!grid_) fail_at(current_, "grid.sync() in a kernel not launched cooperatively");
+      running().wait = Wait::grid;
+      ++grid_waiting_;
+      suspend();
+    }
+    if (token) token->acquire();
   }
 
   void* dynamic_shared() { return dynamic_shared_.get(); }
@@ -396,10 +472,14 @@ class Block {
   // cudaGridDependencySynchronize(): at once where the kernel before has completed (always, outside a chain
   // of programmatic launches); otherwise the thread waits until the block can do nothing else.
   void programmatic_wait() {
-    if (previous_complete_) return;
-    running().wait = Wait::previous_kernel;
-    ++previous_waiting_;
-    suspend();
+    if (!previous_complete_) {
+      const InEmulator bookkeeping(*this);
+      running().wait = Wait::previous_kernel;
+      ++previous_waiting_;
+      suspend();
+    }
+    // The kernel before has completed: what its threads did happens before what this thread does next.
+    if (const race::Token* previous = link_ ? link_->previous_end() : nullptr) previous->acquire();
   }
 
   // cudaTriggerProgrammaticLaunchCompletion(). In a chain of programmatic launches the thread then waits, as
@@ -407,6 +487,7 @@ class Block {
   // where it triggered while the next kernel runs up to its wait.
   void programmatic_trigger() {
     if (!link_ || !link_->has_next()) return;
+    const InEmulator bookkeeping(*this);
     Thread& t = running();
     if (t.triggered) return;
     t.triggered = true;
@@ -427,7 +508,71 @@ class Block {
 
   int running_thread() const { return current_; }
 
+  // "K block (x,y,z) thread (x,y,z)", K the kernel's name without its namespaces and leading '&': the race
+  // checks' name of an emulated thread, which ThreadSanitizer's reports cut at 64 characters.
+  std::string short_where(int thread) const {
+    std::string_view name = spec_->name;
+    if (!name.empty() && name.front() == '&') name.remove_prefix(1);
+    const std::size_t open = name.find('<');
+    const std::size_t colons = name.substr(0, open).rfind("::");
+    if (colons != std::string_view::npos) name.remove_prefix(colons + 2);
+    return std::string(name) + " block " + dims(index_) + " thread " +
+           dims(threads_[static_cast<std::size_t>(thread)].context.thread_idx);
+  }
+
  private:
+  // The race checks' identities: the emulated thread's while its kernel code runs, the block's home (the OS
+  // thread's, or the engine's) while the emulator's code does, from a builtin's call to its return.
+  void to_thread(int t) {
+    if constexpr (race::kEnabled) race::become(identities_[static_cast<std::size_t>(t)]);
+  }
+  void to_home() {
+    if constexpr (race::kEnabled) race::become(home_);
+  }
+  class InEmulator {
+   public:
+    explicit InEmulator(Block& block) : block_(block), self_(block.current_) { block_.to_home(); }
+    ~InEmulator() { block_.to_thread(self_); }  // on a throw too: the kernel's frames unwind as the thread
+    InEmulator(const InEmulator&) = delete;
+    InEmulator& operator=(const InEmulator&) = delete;
+
+   private:
+    Block& block_;
+    int self_;
+  };
+
+  // A thread about to run its kernel code: its own identity, with no history but the kernel's start, on a
+  // stack region that remembers no other thread's accesses.
+  void begin_thread(int t) {
+    if constexpr (race::kEnabled) {
+      identities_[static_cast<std::size_t>(t)] = race::create(short_where(t));
+      // The frames of the kernel's code lie below this one; 16 KiB holds the deepest of the project's.
+      constexpr std::size_t kFrames = 16 << 10;
+      const auto top = reinterpret_cast<std::uintptr_t>(__builtin_frame_address(0)) & ~std::uintptr_t{15};
+      race::forget(reinterpret_cast<const void*>(top - kFrames), kFrames);
+      to_thread(t);
+      home_start_->acquire();
+      if (tokens_.start) tokens_.start->acquire();
+    }
+  }
+  // The thread returned from its kernel code.
+  void end_thread() {
+    if constexpr (race::kEnabled) {
+      if (tokens_.end) tokens_.end->release();
+      to_home();
+    }
+  }
+
+  // Null outside the race checks' build.
+  const race::Token* barrier_token(int id, std::uint64_t phase) const {
+    if (!sync_tokens_) return nullptr;
+    return &sync_tokens_[2 * static_cast<std::size_t>(id) + phase % 2];
+  }
+  const race::Token* warp_token(int warp, std::uint64_t generation) const {
+    if (!sync_tokens_) return nullptr;
+    return &sync_tokens_[2 * (barriers_.size() + static_cast<std::size_t>(warp)) + generation % 2];
+  }
+
   static std::string hex(unsigned v) {
     char text[16];
     std::snprintf(text, sizeof text, "0x%08x", v);
@@ -553,14 +698,19 @@ class Block {
                            th.stack = bounds;
                            current_ = t;
                            enter(th.context);
+                           begin_thread(t);
                            (*body_)();
+                           end_thread();
                            exit_thread(t);
                          }
                        } catch (const Unwind&) {
                          // abandon() is unwinding this thread; the fault is already recorded.
+                         to_home();
                        } catch (const Fault&) {
                          // fault_ holds the message; the scheduler throws it.
+                         to_home();
                        } catch (const std::exception& e) {
+                         to_home();
                          fault_ = "emulated CUDA: kernel " + std::string(spec_->name) + ", block " +
                                   dims(index_) + ": a thread's code threw: " + e.what();
                        }
@@ -614,6 +764,12 @@ class Block {
     if (grid_waiting_ > 0) fail_at(t, "exited while threads of its block wait at grid.sync()");
   }
 
+  race::Identity home_ = nullptr;               // the race checks' identity of the emulator's code
+  const race::Token* home_start_ = nullptr;     // race::os_thread_start() of the block's OS thread
+  std::vector<race::Identity> identities_;      // by thread, once it has started
+  std::unique_ptr<race::Token[]> sync_tokens_;  // barrier_token(), warp_token()
+  KernelTokens tokens_;
+  std::uint64_t grid_phase_ = 0;  // grid.sync() calls completed
   const LaunchSpec* spec_ = nullptr;
   const std::function<void()>* body_ = nullptr;
   uint3 index_{};
@@ -660,17 +816,19 @@ void name_the_reporting_thread() {
 }
 
 void run_block(const LaunchSpec& spec, const std::function<void()>& body, uint3 index, GridBarrier* grid,
-               std::uint64_t seed, ProgrammaticLink* link) {
+               std::uint64_t seed, ProgrammaticLink* link, KernelTokens tokens) {
   static const bool reports_named = (sanitizer::after_report(name_the_reporting_thread), true);
   static_cast<void>(reports_named);
   thread_local Block block;
-  block.start(spec, body, index, grid, seed, link);
+  block.start(spec, body, index, grid, seed, link, tokens);
   try {
     block.run();
   } catch (...) {
     block.abandon();
+    block.finish();
     throw;
   }
+  block.finish();
 }
 
 void sync_threads() {

@@ -9,8 +9,16 @@
 #include <mutex>
 
 #include "emu/launch.hpp"
+#include "emu/src/sanitizer.hpp"
 
 namespace mnistdp::emu {
+
+// The race checks' tokens of the kernel a block belongs to (sanitizer.hpp): every thread acquires `start`
+// before it runs and releases into `end` as it exits. Null outside the race checks' build.
+struct KernelTokens {
+  const race::Token* start = nullptr;
+  const race::Token* end = nullptr;
+};
 
 // The barrier every block of a cooperative launch reaches at grid.sync(). A failing block aborts it, so that
 // the others stop rather than wait forever.
@@ -20,8 +28,13 @@ class GridBarrier {
   // Returns false when the grid was aborted.
   bool arrive_and_wait();
   void abort();
+  // The race checks' token of the grid.sync() that ends phase `phase` (counted from 0 in every block): the
+  // threads release into it as they arrive and acquire it as they leave. Two, by parity: no thread can
+  // arrive at the next but one before every thread has left this one.
+  const race::Token& token(std::uint64_t phase) const { return tokens_[phase % 2]; }
 
  private:
+  race::Token tokens_[2];
   std::mutex mutex_;
   std::condition_variable changed_;
   int blocks_;
@@ -47,14 +60,17 @@ class ProgrammaticLink {
   // Threads of the block wait in cudaGridDependencySynchronize() and none of the others can run: returns
   // once the kernel before has completed. False when the chain was aborted.
   virtual bool wait_for_previous() = 0;
+  // The race checks' token that the kernel before released into as its threads exited (null when there is
+  // none): a thread acquires it as it returns from cudaGridDependencySynchronize().
+  virtual const race::Token* previous_end() const = 0;
 };
 
 // Runs block `block` of the launch on the calling OS thread. `grid` is the launch's grid barrier (nullptr
 // unless the launch is cooperative). Throws Fault (engine.hpp) naming the kernel, the block and the thread
 // when the kernel misuses a barrier or a collective, deadlocks, or a thread's code throws. `seed` varies the
 // adversarial order between launches and blocks. `link` is the block's part in a chain of programmatic
-// launches, or nullptr.
+// launches, or nullptr. `tokens` are the kernel's for the race checks.
 void run_block(const LaunchSpec& spec, const std::function<void()>& body, uint3 block, GridBarrier* grid,
-               std::uint64_t seed, ProgrammaticLink* link = nullptr);
+               std::uint64_t seed, ProgrammaticLink* link, KernelTokens tokens);
 
 }  // namespace mnistdp::emu

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <optional>
+#include <utility>
 
 #include "emu/src/config.hpp"
 
@@ -130,13 +132,16 @@ cudaError_t Engine::enqueue(CUstream_st* stream, Op op) {
   op.id = ++next_id_;
   op.seq = ++stream->enqueued;
   op.device = stream->device;
+  op.done->release();  // what the host did before the call happens before the operation
+  op.previous = std::exchange(stream->last_done, op.done);
   // The legacy default stream waits for every blocking stream of its device and they wait for it.
   Device& dev = devices.at(static_cast<std::size_t>(stream->device));
   if (stream->legacy) {
     for (CUstream_st* s : dev.streams)
-      if (s != stream && !s->nonblocking && s->enqueued > 0) op.after.push_back({s->completed, s->enqueued});
+      if (s != stream && !s->nonblocking && s->enqueued > 0)
+        op.after.push_back({s->completed, s->enqueued, s->last_done});
   } else if (!stream->nonblocking && dev.legacy->enqueued > 0) {
-    op.after.push_back({dev.legacy->completed, dev.legacy->enqueued});
+    op.after.push_back({dev.legacy->completed, dev.legacy->enqueued, dev.legacy->last_done});
   }
   if (op.collective) {
     Collective& c = *op.collective;
@@ -167,11 +172,14 @@ void Engine::wait(const std::function<bool()>& done) {
 
 void Engine::wait_stream(CUstream_st* stream) {
   std::uint64_t target = 0;
+  std::shared_ptr<const race::Token> last;
   {
     std::lock_guard lock(mutex);
     target = stream->enqueued;
+    last = stream->last_done;
   }
   wait([&] { return stream->completed->value >= target; });
+  if (last) last->acquire();
 }
 
 bool Engine::ready(const Op& head) const {
@@ -196,6 +204,9 @@ void Engine::fail(int device, const Fault& fault) {
 }
 
 void Engine::run() {
+  race::engine_identity() = race::current();
+  // The race checks see the emulated threads' and the operations' accesses, not the engine's bookkeeping.
+  const race::IgnoreAccesses bookkeeping;
   std::unique_lock lock(mutex);
   while (true) {
     // The candidates: each stream's head, when released and free of unmet dependencies; a collective's
@@ -229,8 +240,12 @@ void Engine::run() {
     CUstream_st* pick = *std::max_element(candidates.begin(), candidates.end(), [&](auto* a, auto* b) {
       return latest ? a->queue.front().id < b->queue.front().id : a->queue.front().id > b->queue.front().id;
     });
-    Op op = std::move(pick->queue.front());
+    // Every operation taken now, kept until the end of the turn: freed under the race checks' ignore, since
+    // the operation's identity read their state and the engine's never learns its history.
+    std::deque<Op> taken;  // a deque: `op` stays valid as more are taken
+    taken.push_back(std::move(pick->queue.front()));
     pick->queue.pop_front();
+    const Op& op = taken.front();
     std::vector<std::pair<CUstream_st*, std::uint64_t>> finished{{pick, op.seq}};
     // A kernel and the programmatic launches already queued behind it, ready but for the stream's order,
     // run as one chain: the later kernels start when the earlier trigger.
@@ -243,6 +258,7 @@ void Engine::run() {
           break;
         chain.push_back(next.kernel);
         finished.emplace_back(pick, next.seq);
+        taken.push_back(std::move(pick->queue.front()));
         pick->queue.pop_front();
       }
     }
@@ -250,6 +266,7 @@ void Engine::run() {
       for (CUstream_st* peer : op.collective->streams) {
         if (peer == pick) continue;
         finished.emplace_back(peer, peer->queue.front().seq);
+        taken.push_back(std::move(peer->queue.front()));
         peer->queue.pop_front();
       }
     }
@@ -261,24 +278,46 @@ void Engine::run() {
       faulted = faulted || devices.at(static_cast<std::size_t>(d)).fault != cudaSuccess;
     if (!faulted) {
       lock.unlock();
-      try {
-        if (op.collective)
-          op.collective->run();
-        else if (chain.size() > 1)
-          run_programmatic_chain(chain);
-        else if (op.run)
-          op.run();
-      } catch (const Fault& f) {
+      std::vector<const race::Token*> after;
+      std::vector<const race::Token*> done;
+      for (const Op& o : taken) {
+        after.push_back(o.done.get());
+        after.push_back(o.previous.get());
+        for (const Dependency& d : o.after)
+          after.push_back(d.done.get());
+        done.push_back(o.done.get());
+      }
+      std::optional<Fault> fault;
+      {
+        race::Operation identity(after);
+        try {
+          if (op.collective)
+            op.collective->run();
+          else if (chain.size() > 1)
+            run_programmatic_chain(chain);
+          else if (op.run)
+            op.run();
+        } catch (const Fault& f) {
+          fault = f;
+        }
+        identity.finish(done);
+      }
+      if (fault) {
         lock.lock();
         for (int d : touched)
-          fail(d, f);
+          fail(d, *fault);
         lock.unlock();
-        set_detail(f.code, f.what());
+        set_detail(fault->code, fault->what());
       }
       lock.lock();
     }
     for (auto& [s, seq] : finished)
       complete(s, seq);
+    {
+      race::IgnoreAccesses quiet;
+      chain.clear();
+      taken.clear();
+    }
     changed.notify_all();
   }
 }

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "emu/runtime.hpp"
+#include "emu/src/sanitizer.hpp"
 
 namespace mnistdp::emu {
 
@@ -36,6 +37,7 @@ struct Counter {
 struct Dependency {
   std::shared_ptr<Counter> counter;
   std::uint64_t at_least = 0;
+  std::shared_ptr<const race::Token> done;  // released by the operation that brings `counter` to `at_least`
 };
 
 struct Collective;
@@ -62,6 +64,10 @@ struct Op {
   std::uint64_t id = 0;                        // global enqueue order
   std::uint64_t seq = 0;                       // position in its stream
   int device = 0;
+  // The race checks (sanitizer.hpp): the enqueuing host's history and then this operation's, for whatever
+  // comes after it; and the operation before it in its stream.
+  std::shared_ptr<const race::Token> done = std::make_shared<const race::Token>();
+  std::shared_ptr<const race::Token> previous;
 };
 
 // The ops of one collective call, one per rank; `run` executes once all of them are at their streams' heads.
@@ -96,6 +102,7 @@ struct CUstream_st {
   std::deque<mnistdp::emu::Op> queue;
   std::shared_ptr<mnistdp::emu::Counter> completed = std::make_shared<mnistdp::emu::Counter>();
   std::uint64_t enqueued = 0;
+  std::shared_ptr<const mnistdp::emu::race::Token> last_done;  // of the operation enqueued last
   // While capturing: the graph being built, the mode, the capturing thread, and whether an illegal call
   // has invalidated the capture.
   std::unique_ptr<CUgraph_st> capture;
@@ -109,8 +116,9 @@ struct CUevent_st {
   bool timing = true;
   std::uint64_t recorded = 0;  // records issued
   std::shared_ptr<mnistdp::emu::Counter> completed = std::make_shared<mnistdp::emu::Counter>();
-  double completed_ms = 0.0;           // host time at the last completed record (emulated, never a GPU time)
-  CUstream_st* captured_in = nullptr;  // recorded during a capture of this stream
+  double completed_ms = 0.0;  // host time at the last completed record (emulated, never a GPU time)
+  std::shared_ptr<const mnistdp::emu::race::Token> last_record;  // the done token of the latest record
+  CUstream_st* captured_in = nullptr;                            // recorded during a capture of this stream
 };
 
 namespace mnistdp::emu {
@@ -144,7 +152,7 @@ class Engine {
   // Blocks the calling host thread until done() holds, with every enqueued operation released meanwhile.
   // done() runs under the engine's lock.
   void wait(const std::function<bool()>& done);
-  // Waits for everything enqueued on `stream` so far.
+  // Waits for everything enqueued on `stream` so far; the calling thread then has its history.
   void wait_stream(CUstream_st* stream);
 
   // The device's sticky fault, or cudaSuccess.

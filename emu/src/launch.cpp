@@ -85,12 +85,16 @@ class FirstFault {
 };
 
 void run_grid(const LaunchSpec& spec, const std::function<void()>& body, int device, std::uint64_t launch) {
+  const race::Token start;
+  const race::Token end;
+  const race::KernelRun kernel_run(start, {&end});
+  const KernelTokens tokens{&start, &end};
   const std::uint64_t seed = mix(config().seed, launch);
   const std::vector<uint3> blocks = block_indices(spec.grid, seed);
   if (!spec.cooperative) {
     // Blocks are independent: one after another.
     for (std::size_t i = 0; i < blocks.size(); ++i)
-      run_block(spec, body, blocks[i], nullptr, mix(seed, i));
+      run_block(spec, body, blocks[i], nullptr, mix(seed, i), nullptr, tokens);
   } else {
     // All blocks resident at once, each on an OS thread of its own (so that its __shared__ variables, which
     // are thread_local, are its own), meeting at the grid barrier.
@@ -98,15 +102,22 @@ void run_grid(const LaunchSpec& spec, const std::function<void()>& body, int dev
     FirstFault fault;
     std::vector<std::thread> threads;
     threads.reserve(blocks.size());
-    for (std::size_t i = 0; i < blocks.size(); ++i) {
-      threads.emplace_back([&, i] {
-        try {
-          run_block(spec, body, blocks[i], &barrier, mix(seed, i));
-        } catch (const Fault& f) {
-          barrier.abort();
-          fault.note(f);
-        }
-      });
+    {
+      // The OS threads start with no history (race::os_thread_start()): what they may learn comes through
+      // the kernel's tokens.
+      const race::IgnoreSync no_parent;
+      const race::IgnoreAccesses unseen;
+      for (std::size_t i = 0; i < blocks.size(); ++i) {
+        threads.emplace_back([&, i] {
+          const race::IgnoreAccesses bookkeeping;  // the OS thread's own: the emulated threads' are seen
+          try {
+            run_block(spec, body, blocks[i], &barrier, mix(seed, i), nullptr, tokens);
+          } catch (const Fault& f) {
+            barrier.abort();
+            fault.note(f);
+          }
+        });
+      }
     }
     for (std::thread& t : threads)
       t.join();
@@ -130,16 +141,31 @@ class ProgrammaticChain {
       k.launch = launch.get();
       k.seed = mix(config().seed, launch->number);
       k.blocks = block_indices(launch->spec.grid, k.seed);
+      k.end = std::make_unique<race::Token>();
       kernels_.push_back(std::move(k));
     }
   }
 
   void run() {
+    const race::Token start;
+    std::vector<const race::Token*> ends;
+    for (const Kernel& k : kernels_)
+      ends.push_back(k.end.get());
+    const race::KernelRun chain_run(start, ends);
+    start_ = &start;
     FirstFault fault;
     std::vector<std::thread> threads;
-    for (std::size_t k = 0; k < kernels_.size(); ++k)
-      for (std::size_t b = 0; b < kernels_[k].blocks.size(); ++b)
-        threads.emplace_back([this, &fault, k, b] { run_block_of(k, b, fault); });
+    {
+      // As run_grid's cooperative blocks: OS threads that start with no history.
+      const race::IgnoreSync no_parent;
+      const race::IgnoreAccesses unseen;
+      for (std::size_t k = 0; k < kernels_.size(); ++k)
+        for (std::size_t b = 0; b < kernels_[k].blocks.size(); ++b)
+          threads.emplace_back([this, &fault, k, b] {
+            const race::IgnoreAccesses bookkeeping;  // the OS thread's own: the emulated threads' are seen
+            run_block_of(k, b, fault);
+          });
+    }
     for (std::thread& t : threads)
       t.join();
     fault.rethrow();
@@ -156,6 +182,7 @@ class ProgrammaticChain {
     std::size_t finished = 0;
     std::size_t held = 0;   // blocks waiting for the kernel before, held after their trigger, or finished
     bool all_held = false;  // every block was held at once: the kernel before may go on
+    std::unique_ptr<race::Token> end;  // the race checks': released by the kernel's threads as they exit
   };
 
   class Link : public ProgrammaticLink {
@@ -180,6 +207,9 @@ class ProgrammaticChain {
                            [&] { return previous.finished == previous.blocks.size() || chain_.aborted_; });
       --chain_.kernels_[k_].held;
       return !chain_.aborted_;
+    }
+    const race::Token* previous_end() const override {
+      return k_ > 0 ? chain_.kernels_[k_ - 1].end.get() : nullptr;
     }
     bool triggered() const { return triggered_; }
 
@@ -208,7 +238,7 @@ class ProgrammaticChain {
     Link link(*this, k);
     try {
       run_block(kernel.launch->spec, *kernel.launch->body, kernel.blocks[b], nullptr, mix(kernel.seed, b),
-                &link);
+                &link, KernelTokens{start_, kernel.end.get()});
     } catch (const Fault& f) {
       fault.note(f);
       std::lock_guard lock(mutex_);
@@ -226,6 +256,7 @@ class ProgrammaticChain {
   std::condition_variable changed_;
   bool aborted_ = false;
   std::vector<Kernel> kernels_;
+  const race::Token* start_ = nullptr;  // the race checks': the chain's start, for every kernel of it
 };
 
 }  // namespace

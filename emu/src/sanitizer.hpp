@@ -1,13 +1,32 @@
 #pragma once
-// The sanitizer builds (presets emu-asan and emu-tsan, docs/emulation.md): what AddressSanitizer must be told
-// that it cannot see for itself, the switches between the fibers' stacks. No-ops in every other build.
+// The sanitizer builds (presets emu-asan and emu-tsan, docs/emulation.md): what the sanitizers must be told
+// that they cannot see for themselves. AddressSanitizer: the switches between the fibers' stacks.
+// ThreadSanitizer (namespace race): which emulated thread or device operation is running, and every
+// synchronisation the CUDA model defines. No-ops in every other build.
 #include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 #if defined(__SANITIZE_ADDRESS__)
 #define MNISTDP_EMU_ASAN 1
 #endif
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || defined(MNISTDP_EMU_RACE_CHECKS)
 #include <sanitizer/common_interface_defs.h>
+#endif
+#if defined(MNISTDP_EMU_RACE_CHECKS)
+#include <sanitizer/tsan_interface.h>
+extern "C" {
+// ThreadSanitizer's annotations, which its runtime exports but no header of clang 14 declares.
+void AnnotateIgnoreSyncBegin(const char* file, int line);
+void AnnotateIgnoreSyncEnd(const char* file, int line);
+void __tsan_ignore_thread_begin();
+void __tsan_ignore_thread_end();
+void __tsan_java_alloc(unsigned long start, unsigned long bytes);
+void __tsan_java_free(unsigned long start, unsigned long bytes);
+}
 #endif
 
 namespace mnistdp::emu::sanitizer {
@@ -45,9 +64,222 @@ inline StackBounds finish_stack_switch([[maybe_unused]] void* fake_stack) {
 // Has `callback` run after a sanitizer's report, on the thread that made it, before the process ends: a
 // report names host functions and lines, and the callback adds the emulated thread that ran them.
 inline void after_report([[maybe_unused]] void (*callback)()) {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || defined(MNISTDP_EMU_RACE_CHECKS)
   __sanitizer_set_death_callback(callback);
 #endif
 }
 
 }  // namespace mnistdp::emu::sanitizer
+
+// The race checks of preset emu-tsan. ThreadSanitizer orders two accesses only through the synchronisations
+// it sees; here each emulated CUDA thread, and each device operation (a copy, a collective, a kernel as a
+// whole), is an identity of its own (a TSan fiber) that starts with no history, and learns another's history
+// only through a Token the CUDA model defines: a barrier, a warp collective, grid.sync(), a kernel's start
+// and end, a stream's order, an event, the programmatic wait, a host's synchronisation. The emulator's own
+// bookkeeping runs as the OS thread's identity, whose locks order nothing for the emulated threads. So a
+// missing synchronisation is reported whatever order the fibers happened to run in.
+namespace mnistdp::emu::race {
+
+#if defined(MNISTDP_EMU_RACE_CHECKS)
+constexpr bool kEnabled = true;
+#else
+constexpr bool kEnabled = false;
+#endif
+
+// While alive, the running identity's accesses are not recorded (the emulator's allocations and frees, which
+// the emulated threads' accesses to the same memory would otherwise race with).
+class IgnoreAccesses {
+ public:
+  IgnoreAccesses() {
+#if defined(MNISTDP_EMU_RACE_CHECKS)
+    __tsan_ignore_thread_begin();
+#endif
+  }
+  ~IgnoreAccesses() {
+#if defined(MNISTDP_EMU_RACE_CHECKS)
+    __tsan_ignore_thread_end();
+#endif
+  }
+  IgnoreAccesses(const IgnoreAccesses&) = delete;
+  IgnoreAccesses& operator=(const IgnoreAccesses&) = delete;
+};
+
+// While alive, the running identity's locks and thread creations order nothing (the emulator's locks taken
+// on an emulated thread's behalf, and the creation of identities that must start with no history).
+class IgnoreSync {
+ public:
+  IgnoreSync() {
+#if defined(MNISTDP_EMU_RACE_CHECKS)
+    AnnotateIgnoreSyncBegin(__FILE__, __LINE__);
+#endif
+  }
+  ~IgnoreSync() {
+#if defined(MNISTDP_EMU_RACE_CHECKS)
+    AnnotateIgnoreSyncEnd(__FILE__, __LINE__);
+#endif
+  }
+  IgnoreSync(const IgnoreSync&) = delete;
+  IgnoreSync& operator=(const IgnoreSync&) = delete;
+};
+
+// A synchronisation point: what is released into it happens before whatever acquires it afterwards. Its
+// storage is its own heap cell, so that freeing the token forgets its history (a reused address would carry
+// it into the next kernel).
+class Token {
+ public:
+  Token() {
+#if defined(MNISTDP_EMU_RACE_CHECKS)
+    IgnoreAccesses quiet;
+    cell_.reset(new std::uint64_t(0));
+#endif
+  }
+  ~Token() {
+#if defined(MNISTDP_EMU_RACE_CHECKS)
+    IgnoreAccesses quiet;
+    cell_.reset();
+#endif
+  }
+  Token(const Token&) = delete;
+  Token& operator=(const Token&) = delete;
+
+  void release() const {
+#if defined(MNISTDP_EMU_RACE_CHECKS)
+    __tsan_release(cell_.get());
+#endif
+  }
+  void acquire() const {
+#if defined(MNISTDP_EMU_RACE_CHECKS)
+    __tsan_acquire(cell_.get());
+#endif
+  }
+
+ private:
+#if defined(MNISTDP_EMU_RACE_CHECKS)
+  std::unique_ptr<std::uint64_t> cell_;
+#endif
+};
+
+// An identity (a TSan fiber), or none outside the race checks.
+using Identity = void*;
+
+inline Identity current() {
+#if defined(MNISTDP_EMU_RACE_CHECKS)
+  return __tsan_get_current_fiber();
+#else
+  return nullptr;
+#endif
+}
+
+// A new identity with no history, named in reports.
+inline Identity create([[maybe_unused]] const std::string& name) {
+#if defined(MNISTDP_EMU_RACE_CHECKS)
+  IgnoreSync no_parent;
+  Identity id = __tsan_create_fiber(0);
+  __tsan_set_fiber_name(id, name.c_str());
+  return id;
+#else
+  return nullptr;
+#endif
+}
+
+inline void destroy([[maybe_unused]] Identity id) {
+#if defined(MNISTDP_EMU_RACE_CHECKS)
+  if (id) __tsan_destroy_fiber(id);
+#endif
+}
+
+// The calling OS thread runs as `id` from now on, with no synchronisation implied.
+inline void become([[maybe_unused]] Identity id) {
+#if defined(MNISTDP_EMU_RACE_CHECKS)
+  __tsan_switch_to_fiber(id, __tsan_switch_to_fiber_no_sync);
+#endif
+}
+
+// The calling OS thread's start, released once by its own identity: ThreadSanitizer takes a thread to write
+// its whole thread-local storage as it starts, and the emulated threads it runs read their built-in variables
+// (threadIdx...) there, so they acquire this first.
+inline const Token& os_thread_start() {
+  thread_local const Token token;
+  thread_local const bool released = (token.release(), true);
+  static_cast<void>(released);
+  return token;
+}
+
+// Forgets the accesses recorded to [memory, memory + bytes): the region of a fiber's stack that a new
+// emulated thread's frames will use, where the last thread's locals would otherwise race with its own. clang
+// 14's runtime ignores AnnotateNewMemory; its Java interface's allocation resets the range, and its free
+// drops the block the allocation recorded.
+inline void forget([[maybe_unused]] const void* memory, [[maybe_unused]] std::size_t bytes) {
+#if defined(MNISTDP_EMU_RACE_CHECKS)
+  const auto start = reinterpret_cast<unsigned long>(memory);
+  __tsan_java_alloc(start, bytes);
+  __tsan_java_free(start, bytes);
+#endif
+}
+
+// The identity of the engine's OS thread, where the emulator's bookkeeping of a kernel runs.
+inline Identity& engine_identity() {
+  thread_local Identity id = nullptr;
+  return id;
+}
+
+// A device operation's identity, for as long as the operation runs: it starts with the history of what the
+// operation waits for (its stream's order, events, the host's enqueue) and hands its own to `done`.
+class Operation {
+ public:
+  explicit Operation(const std::vector<const Token*>& after) {
+    if constexpr (kEnabled) {
+      home_ = current();
+      id_ = create("emulated device operation");
+      become(id_);
+      for (const Token* t : after)
+        if (t) t->acquire();
+    }
+  }
+  ~Operation() {
+    if constexpr (kEnabled) {
+      become(home_);
+      destroy(id_);
+    }
+  }
+  Operation(const Operation&) = delete;
+  Operation& operator=(const Operation&) = delete;
+
+  void finish(const std::vector<const Token*>& done) const {
+    for (const Token* t : done)
+      if (t) t->release();
+  }
+
+ private:
+  Identity home_ = nullptr;
+  Identity id_ = nullptr;
+};
+
+// Inside an Operation, the run of a kernel (or of a chain of programmatic launches): the operation's history
+// goes to `start`, which every thread acquires first; the engine's identity does the bookkeeping; at the end
+// the operation takes `ends`, which every thread released into as it exited.
+class KernelRun {
+ public:
+  KernelRun(const Token& start, std::vector<const Token*> ends) : ends_(std::move(ends)) {
+    if constexpr (kEnabled) {
+      start.release();
+      operation_ = current();
+      if (engine_identity()) become(engine_identity());
+    }
+  }
+  ~KernelRun() {
+    if constexpr (kEnabled) {
+      become(operation_);
+      for (const Token* end : ends_)
+        end->acquire();
+    }
+  }
+  KernelRun(const KernelRun&) = delete;
+  KernelRun& operator=(const KernelRun&) = delete;
+
+ private:
+  std::vector<const Token*> ends_;
+  Identity operation_ = nullptr;
+};
+
+}  // namespace mnistdp::emu::race

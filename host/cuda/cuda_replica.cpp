@@ -27,7 +27,6 @@ namespace {
 using L = ParamLayout;
 
 constexpr double kMiB = 1024.0 * 1024.0;
-constexpr double kGiB = kMiB * 1024.0;
 
 // Validates the index and makes the device current; the constructor's first step, so that every member
 // allocated after it lands on that device.

@@ -2,15 +2,13 @@
 // builds"): `mnistdp_emu_sanitizer_probe CASE` runs one of them and exits 0. The sanitizer, not this program,
 // decides the outcome: ctest passes a case only when the sanitizer's report appears and names the kernel, and
 // a case that runs clean (the bug unreported) fails there.
-#include <cstdio>
 #include <cstring>
-#include <exception>
-#include <string_view>
 
 #include "kernels/cuda_check.hpp"
 #include "kernels/cuda_memory.hpp"
 #include "kernels/device_dialect.cuh"
 #include "kernels/kernel_launch.cuh"
+#include "tests/emu/probe_main.hpp"
 
 namespace mnistdp::emu_probe {
 namespace {
@@ -66,11 +64,6 @@ void global_read_after_free() {
   CUDA_CHECK(cudaDeviceSynchronize());
 }
 
-struct Case {
-  std::string_view name;
-  void (*run)();
-};
-
 constexpr Case kCases[] = {
     {"shared-read-past-array", shared_read_past_array},
     {"global-read-past-end", global_read_past_end},
@@ -81,23 +74,5 @@ constexpr Case kCases[] = {
 }  // namespace mnistdp::emu_probe
 
 int main(int argc, char** argv) {
-  using mnistdp::emu_probe::kCases;
-  if (argc == 2) {
-    for (const auto& c : kCases) {
-      if (c.name != argv[1]) continue;
-      try {
-        c.run();
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "mnistdp_emu_sanitizer_probe %s: %s\n", argv[1], e.what());
-        return 1;
-      }
-      std::printf("mnistdp_emu_sanitizer_probe %s: ran to the end\n", argv[1]);
-      return 0;
-    }
-  }
-  std::fprintf(stderr, "usage: mnistdp_emu_sanitizer_probe CASE, one of:");
-  for (const auto& c : kCases)
-    std::fprintf(stderr, " %.*s", static_cast<int>(c.name.size()), c.name.data());
-  std::fprintf(stderr, "\n");
-  return 2;
+  return mnistdp::emu_probe::run_case("mnistdp_emu_sanitizer_probe", mnistdp::emu_probe::kCases, argc, argv);
 }

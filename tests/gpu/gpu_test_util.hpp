@@ -29,12 +29,20 @@
 
 namespace mnistdp::gpu_test {
 
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define MNISTDP_TEST_UNDER_SANITIZER 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)  // clang's way of saying it
+#define MNISTDP_TEST_UNDER_SANITIZER 1
+#endif
+#endif
+
 // Shape sweeps pick their sizes from this: the whole list, or under a sanitizer (the emulated build's
-// emu-asan, about ten times slower) the sizes that are not multiples of any tile, which are where a bounds
-// check goes wrong, and not the largest.
+// emu-asan and emu-tsan, ten or more times slower) the sizes that are not multiples of any tile, which are
+// where a bounds check goes wrong, and not the largest.
 inline std::vector<int> sweep([[maybe_unused]] std::vector<int> all,
                               [[maybe_unused]] std::vector<int> under_sanitizer) {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if defined(MNISTDP_TEST_UNDER_SANITIZER)
   return under_sanitizer;
 #else
   return all;

@@ -1,0 +1,128 @@
+// Deliberately racy kernels and host sequences for the emulated build under ThreadSanitizer (preset emu-tsan,
+// docs/emulation.md, "The sanitizer builds"): `mnistdp_emu_race_probe CASE` runs one and exits 0. The
+// sanitizer decides the outcome: ctest passes a racy case only when ThreadSanitizer reports the race and
+// names the kernel, and its synchronised twin ("-synchronised") only when nothing is reported, so that a
+// check that reported everything would fail too.
+#include <cooperative_groups.h>
+
+#include "kernels/cuda_check.hpp"
+#include "kernels/cuda_memory.hpp"
+#include "kernels/device_dialect.cuh"
+#include "kernels/kernel_launch.cuh"
+#include "kernels/programmatic_launch.cuh"
+#include "tests/emu/probe_main.hpp"
+
+namespace mnistdp::emu_probe {
+namespace {
+
+constexpr int kThreads = 64;
+
+// Each thread writes its slot of a shared array and reads its neighbour's: without the barrier, the read
+// races with the neighbour's write.
+template <bool kBarrier>
+__global__ void neighbour_in_shared_kernel(float* __restrict__ out) {  // [kThreads]
+  using Row = float[kThreads];
+  MNISTDP_SHARED(Row, row);
+  const int i = static_cast<int>(threadIdx.x);
+  row[i] = static_cast<float>(i);
+  if (kBarrier) __syncthreads();
+  out[i] = row[(i + 1) % kThreads];
+}
+
+// Block 0 writes, block 1 reads what block 0 wrote: without grid.sync() the blocks race.
+template <bool kGridSync>
+__global__ void across_blocks_kernel(float* __restrict__ buffer,  // [kThreads]
+                                     float* __restrict__ out) {   // [kThreads]
+  const int i = static_cast<int>(threadIdx.x);
+  if (blockIdx.x == 0) buffer[i] = static_cast<float>(i);
+  if (kGridSync) cooperative_groups::this_grid().sync();
+  if (blockIdx.x == 1) out[i] = buffer[i];
+}
+
+__global__ void fill_kernel(float* __restrict__ p,  // [kThreads]
+                            float value) {
+  p[threadIdx.x] = value;
+}
+
+__global__ void copy_kernel(const float* __restrict__ src,  // [kThreads]
+                            float* __restrict__ dst) {      // [kThreads]
+  dst[threadIdx.x] = src[threadIdx.x];
+}
+
+// The primary of a programmatic launch: writes, then lets the next kernel start.
+__global__ void fill_then_trigger_kernel(float* __restrict__ p,  // [kThreads]
+                                         float value) {
+  p[threadIdx.x] = value;
+  cuda::detail::allow_next_kernel();
+}
+
+// The dependent: reads the primary's output before its wait (a race) or after it.
+template <bool kReadFirst>
+__global__ void dependent_copy_kernel(const float* __restrict__ src,  // [kThreads]
+                                      float* __restrict__ dst) {      // [kThreads]
+  float value = 0.0f;
+  if (kReadFirst) value = src[threadIdx.x];
+  cuda::detail::wait_for_previous_kernel();
+  if (!kReadFirst) value = src[threadIdx.x];
+  dst[threadIdx.x] = value;
+}
+
+template <bool kSynchronised>
+void shared_memory() {
+  DeviceBuffer<float> out(kThreads);
+  cuda::detail::launch<neighbour_in_shared_kernel<kSynchronised>>(1, kThreads, 0, nullptr, out.data());
+  CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+template <bool kSynchronised>
+void cooperative_blocks() {
+  DeviceBuffer<float> buffer(kThreads), out(kThreads);
+  cuda::detail::launch_cooperative<across_blocks_kernel<kSynchronised>>(2, kThreads, 0, nullptr,
+                                                                        buffer.data(), out.data());
+  CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+// A kernel on one stream fills a buffer; a kernel on another copies it, after an event or not.
+template <bool kSynchronised>
+void two_streams() {
+  DeviceBuffer<float> buffer(kThreads), out(kThreads);
+  CUDA_CHECK(cudaDeviceSynchronize());  // the allocations' initialisation, before either stream
+  const Stream producer, consumer;
+  const Event filled;
+  cuda::detail::launch<fill_kernel>(1, kThreads, 0, producer.get(), buffer.data(), 1.0f);
+  if (kSynchronised) {
+    CUDA_CHECK(cudaEventRecord(filled.get(), producer.get()));
+    CUDA_CHECK(cudaStreamWaitEvent(consumer.get(), filled.get(), 0));
+  }
+  cuda::detail::launch<copy_kernel>(1, kThreads, 0, consumer.get(), buffer.data(), out.data());
+  CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+template <bool kSynchronised>
+void programmatic_wait() {
+  DeviceBuffer<float> buffer(kThreads), out(kThreads);
+  const Stream stream;
+  CUDA_CHECK(cudaDeviceSynchronize());
+  cuda::detail::launch<fill_then_trigger_kernel>(1, kThreads, 0, stream.get(), buffer.data(), 1.0f);
+  cuda::detail::launch_in_order<dependent_copy_kernel<!kSynchronised>>(
+      1, kThreads, 0, stream.get(), cuda::LaunchOrder::programmatic, buffer.data(), out.data());
+  CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+}
+
+constexpr Case kCases[] = {
+    {"shared-memory-without-barrier", shared_memory<false>},
+    {"shared-memory-synchronised", shared_memory<true>},
+    {"cooperative-blocks-without-grid-sync", cooperative_blocks<false>},
+    {"cooperative-blocks-synchronised", cooperative_blocks<true>},
+    {"streams-without-event", two_streams<false>},
+    {"streams-synchronised", two_streams<true>},
+    {"read-before-programmatic-wait", programmatic_wait<false>},
+    {"programmatic-wait-synchronised", programmatic_wait<true>},
+};
+
+}  // namespace
+}  // namespace mnistdp::emu_probe
+
+int main(int argc, char** argv) {
+  return mnistdp::emu_probe::run_case("mnistdp_emu_race_probe", mnistdp::emu_probe::kCases, argc, argv);
+}
