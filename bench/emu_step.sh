@@ -2,23 +2,25 @@
 # The speed of the emulated build (docs/emulation.md): milliseconds a training step on an emulated device, for
 # the plain path with each GEMM and for the fast paths, beside the CPU path in the same run. Each figure is the
 # host CPU time of the emulator running the CUDA code, for planning test sizes: never a GPU time.
-#   bench/emu_step.sh OUT_DIR [--steps N] [--rounds R] [--data DIR]
-# Needs build/emu (scripts/build.sh emu). Writes OUT_DIR/emu_step.json and OUT_DIR/emu_step.txt.
+#   bench/emu_step.sh OUT_DIR [--steps N] [--rounds R] [--data DIR] [--build DIR]
+# Needs build/emu (scripts/build.sh emu), or the build folder --build names (build/emu-tsan: the same under
+# ThreadSanitizer). Writes OUT_DIR/emu_step.json and OUT_DIR/emu_step.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out=${1:?usage: bench/emu_step.sh OUT_DIR [--steps N] [--rounds R] [--data DIR]}
+out=${1:?usage: bench/emu_step.sh OUT_DIR [--steps N] [--rounds R] [--data DIR] [--build DIR]}
 shift
-steps=60 rounds=3 data=/usr/share/datasets/fashion-mnist
+steps=60 rounds=3 data=/usr/share/datasets/fashion-mnist build=build/emu
 while [ $# -gt 0 ]; do
   case "$1" in
     --steps) steps=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
     --data) data=$2; shift 2 ;;
+    --build) build=$2; shift 2 ;;
     *) echo "emu_step.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
-bin=build/emu/mnist-dp
-[ -x "$bin" ] || { echo "emu_step.sh: $bin is missing: run scripts/build.sh emu" >&2; exit 1; }
+bin=$build/mnist-dp
+[ -x "$bin" ] || { echo "emu_step.sh: $bin is missing: run scripts/build.sh $(basename "$build")" >&2; exit 1; }
 mkdir -p "$out"
 variants=("cpu|--device cpu" "plain, gemm blocked|--device cuda" "plain, gemm naive|--device cuda --gemm naive"
   "plain, gemm tiled|--device cuda --gemm tiled" "plain, gemm slab|--device cuda --gemm slab"
@@ -33,6 +35,7 @@ ms_per_step() {
 {
   echo "emulated training step, batch 64, $steps steps a run, median of $rounds rounds (alternated)"
   echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs; commit $(git rev-parse --short HEAD)"
+  echo "build: $build"
   echo "host CPU time of the emulator: not a GPU time"
 } >"$out/emu_step.txt"
 declare -A times
@@ -50,7 +53,7 @@ for ((r = 1; r <= rounds; r++)); do
 done
 rm -f "$out/run.log"
 printf '%-32s %10s %s\n' "variant" "ms/step" "(each round)" >>"$out/emu_step.txt"
-json="{\"steps\": $steps, \"rounds\": $rounds, \"unit\": \"ms per step, emulated (host CPU), not a GPU time\", \"commit\": \"$(git rev-parse HEAD)\", \"variants\": {"
+json="{\"steps\": $steps, \"rounds\": $rounds, \"unit\": \"ms per step, emulated (host CPU), not a GPU time\", \"commit\": \"$(git rev-parse HEAD)\", \"build\": \"$build\", \"variants\": {"
 first=1
 for v in "${variants[@]}"; do
   name=${v%%|*}

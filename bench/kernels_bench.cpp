@@ -861,7 +861,7 @@ class Runner {
       const std::string impl = momentum ? "momentum0.9" : "plain";
       const std::string id = "kernel/sgd/" + impl;
       if (!selected(id)) continue;
-      const std::size_t n = ParamLayout::kCount;
+      constexpr std::size_t n = ParamLayout::kCount;
       const std::size_t set_floats = 3 * align_up(n);  // params, grads, momentum
       const int sets = rotation_sets(set_floats * 4);
       auto slab = std::make_shared<DeviceBuffer<float>>(set_floats * sz(sets));
@@ -869,14 +869,14 @@ class Runner {
       SgdConfig cfg;
       cfg.momentum = momentum ? 0.9f : 0.0f;
       const std::size_t g_at = align_up(n), m_at = 2 * align_up(n);
-      auto launch = [slab, set_floats, g_at, m_at, n, cfg, momentum, s](long i) {
+      auto launch = [slab, set_floats, g_at, m_at, cfg, momentum, s](long i) {
         float* base = slab->data() + set_floats * sz(i);
         cuda::sgd_step(base, base + g_at, momentum ? base + m_at : nullptr, n, cfg, false, s);
       };
       Bench b{"kernel", "sgd", impl, fmt::format("{} params", n)};
       b.work = momentum ? Work{4.0 * static_cast<double>(n), 20.0 * static_cast<double>(n), 1}
                         : Work{2.0 * static_cast<double>(n), 12.0 * static_cast<double>(n), 1};
-      b.validate = [slab, g_at, m_at, n, cfg, momentum, launch, s] {
+      b.validate = [slab, g_at, m_at, cfg, momentum, launch, s] {
         auto p = to_host(slab->data(), n);
         const auto g = to_host(slab->data() + g_at, n);
         auto m = to_host(slab->data() + m_at, n);

@@ -18,7 +18,8 @@ ctest --preset emu -L emu -j "$(nproc)"
 # The CUDA path on emulated devices again, under AddressSanitizer and UBSan (preset emu-asan,
 # docs/emulation.md): out-of-bounds and use-after-free accesses of device and shared memory in every kernel,
 # and the probes that the sanitizer must report. The test preset leaves out the 100-step comparisons of the
-# fast paths, for time; the command line's short run of every path stays.
+# fast paths and the command line's longer CUDA runs (preset emu runs them), for time; three steps of every
+# path from the command line stay.
 echo "==== test.sh: the CUDA path on emulated devices under AddressSanitizer and UBSan (preset emu-asan) ===="
 scripts/build.sh emu-asan
 ASAN_OPTIONS=halt_on_error=1:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
@@ -26,7 +27,8 @@ ASAN_OPTIONS=halt_on_error=1:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_
 
 # The CUDA path on emulated devices again, under ThreadSanitizer (preset emu-tsan, docs/emulation.md): races
 # between the threads of a block, the blocks of a kernel, streams, devices and programmatic launches in every
-# kernel and path, and the probes that it must report (and their synchronised twins, which it must not).
+# kernel, three steps of every path from the command line, and the probes that it must report (and their
+# synchronised twins, which it must not).
 # ThreadSanitizer maps memory for every emulated thread alive (a chain of programmatic launches holds tens of
 # thousands at once), beyond Linux's default limit of 65530 mappings a process.
 echo "==== test.sh: the CUDA path on emulated devices under ThreadSanitizer (preset emu-tsan) ===="

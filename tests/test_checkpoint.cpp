@@ -249,7 +249,7 @@ TEST_CASE("checkpoint: a missing file, a folder", "[checkpoint]") {
                                                        Contains("is a folder, not a checkpoint file"));
   // A malformed file on disk takes the same checks as bytes in memory.
   Bytes cut = serialize_checkpoint(sample(false));
-  cut.resize(cut.size() - 1);
+  cut.pop_back();
   write_file(dir / "cut.safetensors", cut);
   REQUIRE_THROWS_WITH(
       load_checkpoint(dir / "cut.safetensors"),

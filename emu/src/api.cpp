@@ -532,15 +532,8 @@ cudaError_t cudaStreamQuery(cudaStream_t stream) {
   if (engine().devices.empty()) return record(cudaErrorNoDevice);
   CUstream_st* s = engine().resolve(stream);
   if (s->capture) return record(cudaErrorStreamCaptureUnsupported);
-  bool done = false;
   // A query releases the queued work, as a wait does, but returns at once.
-  std::shared_ptr<const mnistdp::emu::race::Token> last;
-  engine().wait([&] {
-    done = s->completed->value >= s->enqueued;
-    last = s->last_done;
-    return true;
-  });
-  if (done && last) last->acquire();
+  const bool done = engine().reached([s] { return Engine::all_enqueued(s); }, Engine::HostWait::query);
   if (const cudaError_t f = engine().device_fault(s->device); f != cudaSuccess) return record(f);
   return done ? cudaSuccess : cudaErrorNotReady;
 }
@@ -631,30 +624,14 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   if (!event) return record(cudaErrorInvalidResourceHandle);
   if (engine().unsafe_during_capture()) return record(cudaErrorStreamCaptureUnsupported);
-  std::uint64_t target = 0;
-  std::shared_ptr<const mnistdp::emu::race::Token> record_done;
-  {
-    std::lock_guard lock(engine().mutex);
-    target = event->recorded;
-    record_done = event->last_record;
-  }
-  auto counter = event->completed;
-  engine().wait([&] { return counter->value >= target; });
-  if (record_done) record_done->acquire();
+  engine().reached([event] { return Engine::latest_record(event); }, Engine::HostWait::block);
   return fault_of(event->device);
 }
 
 cudaError_t cudaEventQuery(cudaEvent_t event) {
   if (!event) return record(cudaErrorInvalidResourceHandle);
-  bool done = false;
-  auto counter = event->completed;
-  std::shared_ptr<const mnistdp::emu::race::Token> record_done;
-  engine().wait([&] {
-    done = counter->value >= event->recorded;
-    record_done = event->last_record;
-    return true;
-  });
-  if (done && record_done) record_done->acquire();
+  const bool done =
+      engine().reached([event] { return Engine::latest_record(event); }, Engine::HostWait::query);
   return done ? cudaSuccess : cudaErrorNotReady;
 }
 

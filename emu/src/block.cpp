@@ -301,7 +301,7 @@ class Block {
     dynamic_shared_.reset();
     if constexpr (race::kEnabled) {
       for (race::Identity& id : identities_)
-        race::destroy(std::exchange(id, nullptr));
+        race::retire(std::exchange(id, nullptr));
     }
   }
 

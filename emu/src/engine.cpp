@@ -132,7 +132,7 @@ cudaError_t Engine::enqueue(CUstream_st* stream, Op op) {
   op.id = ++next_id_;
   op.seq = ++stream->enqueued;
   op.device = stream->device;
-  op.done->release();  // what the host did before the call happens before the operation
+  if (op.done) op.done->release();  // what the host did before the call happens before the operation
   op.previous = std::exchange(stream->last_done, op.done);
   // The legacy default stream waits for every blocking stream of its device and they wait for it.
   Device& dev = devices.at(static_cast<std::size_t>(stream->device));
@@ -170,16 +170,29 @@ void Engine::wait(const std::function<bool()>& done) {
   --waiting_hosts_;
 }
 
-void Engine::wait_stream(CUstream_st* stream) {
-  std::uint64_t target = 0;
-  std::shared_ptr<const race::Token> last;
-  {
-    std::lock_guard lock(mutex);
-    target = stream->enqueued;
-    last = stream->last_done;
+bool Engine::reached(const std::function<Completion()>& completion, HostWait how) {
+  Completion c;
+  bool done = false;
+  if (how == HostWait::block) {
+    {
+      std::lock_guard lock(mutex);
+      c = completion();
+    }
+    wait([&] { return c.counter->value >= c.target; });
+    done = true;
+  } else {
+    wait([&] {
+      c = completion();
+      done = c.counter->value >= c.target;
+      return true;
+    });
   }
-  wait([&] { return stream->completed->value >= target; });
-  if (last) last->acquire();
+  if (done && c.done) c.done->acquire();
+  return done;
+}
+
+void Engine::wait_stream(CUstream_st* stream) {
+  reached([stream] { return all_enqueued(stream); }, HostWait::block);
 }
 
 bool Engine::ready(const Op& head) const {
@@ -240,8 +253,8 @@ void Engine::run() {
     CUstream_st* pick = *std::max_element(candidates.begin(), candidates.end(), [&](auto* a, auto* b) {
       return latest ? a->queue.front().id < b->queue.front().id : a->queue.front().id > b->queue.front().id;
     });
-    // Every operation taken now, kept until the end of the turn: freed under the race checks' ignore, since
-    // the operation's identity read their state and the engine's never learns its history.
+    // Every operation taken now (the head, the programmatic launches behind it, a collective's peers), whose
+    // tokens the operation's identity acquires and releases.
     std::deque<Op> taken;  // a deque: `op` stays valid as more are taken
     taken.push_back(std::move(pick->queue.front()));
     pick->queue.pop_front();
@@ -313,11 +326,8 @@ void Engine::run() {
     }
     for (auto& [s, seq] : finished)
       complete(s, seq);
-    {
-      race::IgnoreAccesses quiet;
-      chain.clear();
-      taken.clear();
-    }
+    chain.clear();
+    taken.clear();
     changed.notify_all();
   }
 }

@@ -65,8 +65,8 @@ struct Op {
   std::uint64_t seq = 0;                       // position in its stream
   int device = 0;
   // The race checks (sanitizer.hpp): the enqueuing host's history and then this operation's, for whatever
-  // comes after it; and the operation before it in its stream.
-  std::shared_ptr<const race::Token> done = std::make_shared<const race::Token>();
+  // comes after it; and the operation before it in its stream. Null in every other build.
+  std::shared_ptr<const race::Token> done = race::kEnabled ? std::make_shared<const race::Token>() : nullptr;
   std::shared_ptr<const race::Token> previous;
 };
 
@@ -152,6 +152,25 @@ class Engine {
   // Blocks the calling host thread until done() holds, with every enqueued operation released meanwhile.
   // done() runs under the engine's lock.
   void wait(const std::function<bool()>& done);
+  // A host's wait for `counter` to reach `target` (a stream's completed operations, an event's records),
+  // with the token of the operation that brings it there (null outside the race checks).
+  struct Completion {
+    std::shared_ptr<Counter> counter;
+    std::uint64_t target = 0;
+    std::shared_ptr<const race::Token> done;
+  };
+  enum class HostWait { block, query };
+  // `completion`, read under the engine's lock, says what to wait for: `block` waits until it is reached,
+  // `query` releases the queued work and only looks. Returns whether it is reached; if so, the calling
+  // thread has the history of the operation that reached it (the race checks).
+  bool reached(const std::function<Completion()>& completion, HostWait how);
+  // Everything enqueued on `stream` so far; the latest record of `event`. Read under the engine's lock.
+  static Completion all_enqueued(const CUstream_st* stream) {
+    return Completion{stream->completed, stream->enqueued, stream->last_done};
+  }
+  static Completion latest_record(const CUevent_st* event) {
+    return Completion{event->completed, event->recorded, event->last_record};
+  }
   // Waits for everything enqueued on `stream` so far; the calling thread then has its history.
   void wait_stream(CUstream_st* stream);
 

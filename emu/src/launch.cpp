@@ -102,22 +102,15 @@ void run_grid(const LaunchSpec& spec, const std::function<void()>& body, int dev
     FirstFault fault;
     std::vector<std::thread> threads;
     threads.reserve(blocks.size());
-    {
-      // The OS threads start with no history (race::os_thread_start()): what they may learn comes through
-      // the kernel's tokens.
-      const race::IgnoreSync no_parent;
-      const race::IgnoreAccesses unseen;
-      for (std::size_t i = 0; i < blocks.size(); ++i) {
-        threads.emplace_back([&, i] {
-          const race::IgnoreAccesses bookkeeping;  // the OS thread's own: the emulated threads' are seen
-          try {
-            run_block(spec, body, blocks[i], &barrier, mix(seed, i), nullptr, tokens);
-          } catch (const Fault& f) {
-            barrier.abort();
-            fault.note(f);
-          }
-        });
-      }
+    for (std::size_t i = 0; i < blocks.size(); ++i) {
+      threads.push_back(race::spawn([&, i] {
+        try {
+          run_block(spec, body, blocks[i], &barrier, mix(seed, i), nullptr, tokens);
+        } catch (const Fault& f) {
+          barrier.abort();
+          fault.note(f);
+        }
+      }));
     }
     for (std::thread& t : threads)
       t.join();
@@ -155,17 +148,9 @@ class ProgrammaticChain {
     start_ = &start;
     FirstFault fault;
     std::vector<std::thread> threads;
-    {
-      // As run_grid's cooperative blocks: OS threads that start with no history.
-      const race::IgnoreSync no_parent;
-      const race::IgnoreAccesses unseen;
-      for (std::size_t k = 0; k < kernels_.size(); ++k)
-        for (std::size_t b = 0; b < kernels_[k].blocks.size(); ++b)
-          threads.emplace_back([this, &fault, k, b] {
-            const race::IgnoreAccesses bookkeeping;  // the OS thread's own: the emulated threads' are seen
-            run_block_of(k, b, fault);
-          });
-    }
+    for (std::size_t k = 0; k < kernels_.size(); ++k)
+      for (std::size_t b = 0; b < kernels_[k].blocks.size(); ++b)
+        threads.push_back(race::spawn([this, &fault, k, b] { run_block_of(k, b, fault); }));
     for (std::thread& t : threads)
       t.join();
     fault.rethrow();

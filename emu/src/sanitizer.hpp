@@ -5,8 +5,11 @@
 // synchronisation the CUDA model defines. No-ops in every other build.
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -77,7 +80,8 @@ inline void after_report([[maybe_unused]] void (*callback)()) {
 // only through a Token the CUDA model defines: a barrier, a warp collective, grid.sync(), a kernel's start
 // and end, a stream's order, an event, the programmatic wait, a host's synchronisation. The emulator's own
 // bookkeeping runs as the OS thread's identity, whose locks order nothing for the emulated threads. So a
-// missing synchronisation is reported whatever order the fibers happened to run in.
+// missing synchronisation is reported whatever order the fibers happened to run in, as far back as the
+// runtime's history reaches (retire(); docs/emulation.md, "How far back it sees").
 namespace mnistdp::emu::race {
 
 #if defined(MNISTDP_EMU_RACE_CHECKS)
@@ -188,6 +192,36 @@ inline void destroy([[maybe_unused]] Identity id) {
 #endif
 }
 
+// How many ended identities are kept before they go (retire()).
+constexpr std::size_t kRetained = 8192;
+
+// An identity whose emulated thread or operation has ended, kept until kRetained more have ended. clang 14's
+// ThreadSanitizer reports a race only while it can still show the earlier access's stack, which it keeps for
+// the last 64 ended identities: destroyed at once, a race with an access made more than 64 emulated threads
+// back went unreported (blocks of 8 threads, each writing where the block d blocks before wrote: reported for
+// d <= 8 only). Kept, they cost ThreadSanitizer's memory: 1.2 GB more in the test of one training step.
+inline void retire([[maybe_unused]] Identity id) {
+#if defined(MNISTDP_EMU_RACE_CHECKS)
+  struct Retained {
+    std::mutex mutex;
+    std::deque<Identity> ids;
+  };
+  static auto* const retained = new Retained;  // never freed: it may be used during static destruction
+  Identity oldest = nullptr;
+  {
+    const IgnoreAccesses unseen;
+    const IgnoreSync unordered;  // its lock orders nothing between the identities that retire
+    std::lock_guard lock(retained->mutex);
+    retained->ids.push_back(id);
+    if (retained->ids.size() > kRetained) {
+      oldest = retained->ids.front();
+      retained->ids.pop_front();
+    }
+  }
+  destroy(oldest);
+#endif
+}
+
 // The calling OS thread runs as `id` from now on, with no synchronisation implied.
 inline void become([[maybe_unused]] Identity id) {
 #if defined(MNISTDP_EMU_RACE_CHECKS)
@@ -217,6 +251,18 @@ inline void forget([[maybe_unused]] const void* memory, [[maybe_unused]] std::si
 #endif
 }
 
+// An OS thread of the emulator's (a cooperative block's, a programmatic chain's) that runs `body`: it starts
+// with no history, as what its emulated threads may learn comes through the kernel's tokens (and
+// os_thread_start()), and its own accesses are not recorded, as the emulated threads' are.
+template <class Body>
+std::thread spawn(Body body) {
+  const IgnoreSync no_parent;
+  return std::thread([body = std::move(body)]() mutable {
+    const IgnoreAccesses bookkeeping;
+    body();
+  });
+}
+
 // The identity of the engine's OS thread, where the emulator's bookkeeping of a kernel runs.
 inline Identity& engine_identity() {
   thread_local Identity id = nullptr;
@@ -239,7 +285,7 @@ class Operation {
   ~Operation() {
     if constexpr (kEnabled) {
       become(home_);
-      destroy(id_);
+      retire(id_);
     }
   }
   Operation(const Operation&) = delete;

@@ -21,24 +21,11 @@ trap cleanup EXIT
 # shellcheck source=tests/cli/checks.sh
 . "$(dirname "$0")/checks.sh"
 
-# ---- a small data set: the first images of DATA_DIR, with the count in the IDX header changed ----
-be32() { printf "\\x$(printf %02x $(($1 >> 24 & 255)))\\x$(printf %02x $(($1 >> 16 & 255)))"
-         printf "\\x$(printf %02x $(($1 >> 8 & 255)))\\x$(printf %02x $(($1 & 255)))"; }
-contents() {  # contents NAME: the file NAME of DATA_DIR, raw or gzip-compressed
-  if [ -f "$data/$1" ]; then cat "$data/$1"; else gzip -dc "$data/$1.gz"; fi
-}
-first() {  # first NAME HEADER_BYTES ITEM_BYTES COUNT
-  { head -c 4 <(contents "$1"); be32 "$4"; contents "$1" | head -c $(($2 + $3 * $4)) | tail -c +9; } \
-    >"$work/data/$1"
-}
-mkdir -p "$work/data"
 # A pipe nobody writes to: 'read -t' on it sleeps for fractions of a millisecond without starting a process.
 mkfifo "$work/never"
 exec {never}<>"$work/never"
-first train-images-idx3-ubyte 16 784 3000
-first train-labels-idx1-ubyte 8 1 3000
-first t10k-images-idx3-ubyte 16 784 500
-first t10k-labels-idx1-ubyte 8 1 500
+# A small data set: the first images of DATA_DIR.
+small_data_set "$data" "$work/data" 3000 500
 
 ck=$work/ck.st
 args=(--data "$work/data" --device cpu --no-progress --log-interval 100000 --batch-size 300)

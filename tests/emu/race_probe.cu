@@ -39,6 +39,16 @@ __global__ void across_blocks_kernel(float* __restrict__ buffer,  // [kThreads]
   if (blockIdx.x == 1) out[i] = buffer[i];
 }
 
+constexpr int kBlocks = 64;
+
+// Every block writes its own slice of `out`, but with kOverlap the last block writes the first's: the two
+// blocks race, however many threads ran between them.
+template <bool kOverlap>
+__global__ void slices_kernel(float* __restrict__ out) {  // [kBlocks * kThreads]
+  const unsigned slice = kOverlap && blockIdx.x == kBlocks - 1 ? 0 : blockIdx.x;
+  out[slice * kThreads + threadIdx.x] = static_cast<float>(blockIdx.x);
+}
+
 __global__ void fill_kernel(float* __restrict__ p,  // [kThreads]
                             float value) {
   p[threadIdx.x] = value;
@@ -82,6 +92,14 @@ void cooperative_blocks() {
   CUDA_CHECK(cudaDeviceSynchronize());
 }
 
+template <bool kSynchronised>
+void blocks_far_apart() {
+  DeviceBuffer<float> out(kBlocks * kThreads);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  cuda::detail::launch<slices_kernel<!kSynchronised>>(kBlocks, kThreads, 0, nullptr, out.data());
+  CUDA_CHECK(cudaDeviceSynchronize());
+}
+
 // A kernel on one stream fills a buffer; a kernel on another copies it, after an event or not.
 template <bool kSynchronised>
 void two_streams() {
@@ -114,6 +132,8 @@ constexpr Case kCases[] = {
     {"shared-memory-synchronised", shared_memory<true>},
     {"cooperative-blocks-without-grid-sync", cooperative_blocks<false>},
     {"cooperative-blocks-synchronised", cooperative_blocks<true>},
+    {"blocks-far-apart-writing-one-slice", blocks_far_apart<false>},
+    {"blocks-far-apart-each-its-slice", blocks_far_apart<true>},
     {"streams-without-event", two_streams<false>},
     {"streams-synchronised", two_streams<true>},
     {"read-before-programmatic-wait", programmatic_wait<false>},
