@@ -148,7 +148,7 @@ void backward(Impl impl, const float* dy, const float* x, const float* w, float*
     const cpu::Isa isa = cpu::best_isa();
     if (dx != nullptr) {
       cpu::weight_gradient_from_transposed(isa, x, dy, scratch.ones.data(), scratch.dwT.data(), dw, db, s);
-      cpu::transpose(dy, scratch.dyT.data(), s.batch, s.out);
+      cpu::transpose(isa, dy, scratch.dyT.data(), s.batch, s.out);
       cpu::input_gradient(isa, w, scratch.dyT.data(), x, dx, s, mask);
     } else {
       cpu::weight_gradient(isa, dy, x, scratch.ones.data(), dw, db, s);

@@ -37,31 +37,42 @@ struct ATile {
   std::ptrdiff_t row_stride, col_stride;
 };
 
-// A's k-slice, either read where it lies or packed as its transpose, [l][row], so that a tile's broadcasts
-// for one l are adjacent whatever the tile's height. Packing costs one pass over the slice and pays where
-// several column blocks read all of A (the weight gradient's 13 blocks of 64 columns): A's rows are otherwise
-// as far apart as its row stride, each broadcast a cache line of its own.
+// Rows of a tile of NV vectors.
+template <class V, int NV>
+constexpr int kRows = V::kAccumulators / NV;
+
+// A's k-slice, either read where it lies or packed in panels of P rows, panel after panel, each [l][r] (the
+// last panel as high as the rows left), so that a tile of P rows reads its broadcasts from one contiguous run
+// of (k1 - k0) P floats. Packing costs one pass over the slice and pays where several column blocks read all
+// of A (the weight gradient's 13 blocks of 64 columns): read where it lies, A's rows are as far apart as its
+// row stride, and a [l][row] transpose of the whole slice puts a tile's rows for successive l a whole row of
+// the transpose apart, 1 KiB for 256 rows: the lines of one tile then fall into a few of the L1 cache's sets
+// and evict one another.
 struct APanel {
   const Gemm& g;
   const Pass& pass;
   const float* packed;  // nullptr: read A where it lies
+  int panel_rows;       // P
 
-  ATile tile(int row0) const {
-    if (packed == nullptr)
+  // A tile of `rows` rows from row0 reads the packed panel when it is one (row0 on a panel's start, as high
+  // as that panel), A where it lies otherwise (the narrow last column block's taller tiles).
+  ATile tile(int row0, int rows) const {
+    const bool is_panel = packed != nullptr && row0 % panel_rows == 0 &&
+                          rows == (g.m - row0 < panel_rows ? g.m - row0 : panel_rows);
+    if (!is_panel)
       return {g.a + row0 * g.a_row_stride + pass.k0 * g.a_col_stride, g.a_row_stride, g.a_col_stride};
-    return {packed + row0, 1, g.m};
+    return {packed + static_cast<std::ptrdiff_t>(row0) * (pass.k1 - pass.k0), 1, rows};
   }
 };
 
-inline void pack(const Gemm& g, const Pass& pass, float* out) {
-  for (int l = pass.k0; l < pass.k1; ++l)
-    for (int i = 0; i < g.m; ++i)
-      *out++ = g.a[i * g.a_row_stride + l * g.a_col_stride];
+inline void pack(const Gemm& g, const Pass& pass, int panel_rows, float* out) {
+  for (int row0 = 0; row0 < g.m; row0 += panel_rows) {
+    const int rows = g.m - row0 < panel_rows ? g.m - row0 : panel_rows;
+    for (int l = pass.k0; l < pass.k1; ++l)
+      for (int r = 0; r < rows; ++r)
+        *out++ = g.a[(row0 + r) * g.a_row_stride + l * g.a_col_stride];
+  }
 }
-
-// Rows of a tile of NV vectors.
-template <class V, int NV>
-constexpr int kRows = V::kAccumulators / NV;
 
 // One tile of C: rows [row0, row0 + R), columns from col0, NV vectors, the last of them `last_lanes` wide
 // when Partial.
@@ -125,11 +136,12 @@ inline void column_block(const APanel& a, const Pass& pass, int col0, int last_l
   const Gemm& g = a.g;
   int row0 = 0;
   for (; row0 + R <= g.m; row0 += R)
-    tile<V, R, NV, Partial>(g, pass, a.tile(row0), row0, col0, last_lanes);
+    tile<V, R, NV, Partial>(g, pass, a.tile(row0, R), row0, col0, last_lanes);
   const int rows_left = g.m - row0;
   [&]<int... Rs>(std::integer_sequence<int, Rs...>) {
-    ((rows_left == Rs + 1 ? tile<V, Rs + 1, NV, Partial>(g, pass, a.tile(row0), row0, col0, last_lanes)
-                          : void()),
+    ((rows_left == Rs + 1
+          ? tile<V, Rs + 1, NV, Partial>(g, pass, a.tile(row0, Rs + 1), row0, col0, last_lanes)
+          : void()),
      ...);
   }
   (std::make_integer_sequence<int, R - 1>{});
@@ -167,8 +179,9 @@ void run(const Gemm& g) {
   for (int k0 = 0; k0 < g.k || k0 == 0; k0 += V::kDepth) {
     const int k1 = k0 + V::kDepth < g.k ? k0 + V::kDepth : g.k;
     const Pass pass{k0, k1, k0 == 0, k1 == g.k};
-    if (pack_a) pack(g, pass, packed.data());
-    const APanel a{g, pass, pack_a ? packed.data() : nullptr};
+    constexpr int panel_rows = kRows<V, V::kTileVectors>;
+    if (pack_a) pack(g, pass, panel_rows, packed.data());
+    const APanel a{g, pass, pack_a ? packed.data() : nullptr, panel_rows};
     int col0 = 0;
     for (; col0 + block_columns <= g.n; col0 += block_columns)
       column_block<V, V::kTileVectors, false>(a, pass, col0, V::kLanes);

@@ -4,6 +4,8 @@
 
 #include <cstddef>
 
+#include "kernels/cpu_transpose_blocks.hpp"
+
 namespace mnistdp::cpu {
 
 Range share(int n, Part part, int align) {
@@ -20,19 +22,44 @@ namespace {
 constexpr int kRowAlign = 12;
 }  // namespace
 
-void transpose(const float* src, float* dst, int rows, int cols, Part part) {
-  // Square blocks small enough that a block's source rows and destination rows all stay in L1.
+namespace {
+// The elements of rows [r0, r1) and columns [c0, c1), in square blocks small enough that a block's source
+// rows and destination rows all stay in L1.
+void transpose_plain(const float* src, float* dst, int rows, int cols, int r0, int r1, int c0, int c1) {
   constexpr int kBlock = 16;
-  const Range mine = share(cols, part, kBlock);
-  for (int r0 = 0; r0 < rows; r0 += kBlock) {
-    const int r1 = r0 + kBlock < rows ? r0 + kBlock : rows;
-    for (int c0 = mine.begin; c0 < mine.end; c0 += kBlock) {
-      const int c1 = c0 + kBlock < mine.end ? c0 + kBlock : mine.end;
-      for (int c = c0; c < c1; ++c)
-        for (int r = r0; r < r1; ++r)
+  for (int rb = r0; rb < r1; rb += kBlock) {
+    const int re = rb + kBlock < r1 ? rb + kBlock : r1;
+    for (int cb = c0; cb < c1; cb += kBlock) {
+      const int ce = cb + kBlock < c1 ? cb + kBlock : c1;
+      for (int c = cb; c < ce; ++c)
+        for (int r = rb; r < re; ++r)
           dst[static_cast<std::ptrdiff_t>(c) * rows + r] = src[static_cast<std::ptrdiff_t>(r) * cols + c];
     }
   }
+}
+}  // namespace
+
+void transpose(Isa isa, const float* src, float* dst, int rows, int cols, Part part) {
+  // Shares of whole 16-column blocks: every share but the last is whole blocks of either vector version.
+  const Range mine = share(cols, part, 16);
+  int side = 0;  // the side of the vector version's square blocks; 0: none
+#if defined(MNISTDP_CPU_GEMM_X86)
+  if (isa == Isa::avx512) side = 16;
+  if (isa == Isa::avx2) side = 8;
+#endif
+  const int block_rows = side == 0 ? 0 : rows - rows % side;
+  const int block_end = side == 0 ? mine.begin : mine.end - (mine.end - mine.begin) % side;
+#if defined(MNISTDP_CPU_GEMM_X86)
+  if (block_rows > 0 && block_end > mine.begin) {
+    if (side == 16) transpose_blocks_avx512(src, dst, rows, cols, block_rows, mine.begin, block_end);
+    if (side == 8) transpose_blocks_avx2(src, dst, rows, cols, block_rows, mine.begin, block_end);
+  }
+#else
+  (void)isa;
+#endif
+  // What the blocks leave: the columns past the last whole block, then the rows past the last whole block.
+  transpose_plain(src, dst, rows, cols, 0, block_rows, block_end, mine.end);
+  transpose_plain(src, dst, rows, cols, block_rows, rows, mine.begin, mine.end);
 }
 
 void linear_forward(Isa isa, const float* w, const float* b, const float* xT, float* yT, LinearShape s,

@@ -24,8 +24,10 @@ struct Range {
 };
 Range share(int n, Part part, int align);
 
-// dst[c, r] = src[r, c], for the part's share of the columns c.
-void transpose(const float* src,  // [rows, cols]
+// dst[c, r] = src[r, c], for the part's share of the columns c, in square blocks of vectors where the
+// instruction set has them.
+void transpose(Isa isa,
+               const float* src,  // [rows, cols]
                float* dst,        // [cols, rows]
                int rows, int cols, Part part = {});
 

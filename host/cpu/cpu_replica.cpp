@@ -101,7 +101,7 @@ void CpuReplica::reserve_rows(int rows) {
 
 void CpuReplica::forward(int rows, cpu::Part part) {
   const auto p = ParamViews<const float>::of(params_.data());
-  cpu::transpose(x_.data(), xT_.data(), rows, kIn, part);
+  cpu::transpose(isa_, x_.data(), xT_.data(), rows, kIn, part);
   team_.barrier();
   cpu::linear_forward(isa_, p.fc1_weight, p.fc1_bias, xT_.data(), hiddenT_.data(), {rows, kIn, kHid},
                       /*relu=*/true, part);
@@ -109,7 +109,7 @@ void CpuReplica::forward(int rows, cpu::Part part) {
   cpu::linear_forward(isa_, p.fc2_weight, p.fc2_bias, hiddenT_.data(), logitsT_.data(), {rows, kHid, kOut},
                       /*relu=*/false, part);
   team_.barrier();
-  if (part.index == 0) cpu::transpose(logitsT_.data(), logits_.data(), kOut, rows);
+  if (part.index == 0) cpu::transpose(isa_, logitsT_.data(), logits_.data(), kOut, rows);
 }
 
 void CpuReplica::compute_gradients(int first, int count, int global_batch) {
@@ -141,7 +141,7 @@ void CpuReplica::compute_gradients(int first, int count, int global_batch) {
       timeline_.mark(Mark::loss);
       grads_[ParamLayout::kLossSlot] = ref::softmax_xent(logits_.data(), y_.data(), dlogits_.data(), count,
                                                          kOut, 1.0f / static_cast<float>(global_batch));
-      cpu::transpose(dlogits_.data(), dlogitsT_.data(), count, kOut);
+      cpu::transpose(isa_, dlogits_.data(), dlogitsT_.data(), count, kOut);
       timeline_.mark(Mark::backward);
     }
     team_.barrier();
