@@ -32,6 +32,14 @@ struct Epilogue {
   // mask is the ReLU's output.
   const float* mask = nullptr;
   std::ptrdiff_t mask_stride = 0;
+  // Where set, C is a gradient that is not stored but applied at once, one step of torch.optim.SGD without
+  // momentum: sgd_params[i, j] (row stride sgd_stride) -= lr (C[i, j] + weight_decay sgd_params[i, j]), each
+  // operation rounded as ref::sgd_step rounds it (the weight decay's two only where it is not 0). C then
+  // holds only partial sums between passes over k, and is left undefined.
+  float* sgd_params = nullptr;
+  std::ptrdiff_t sgd_stride = 0;
+  float sgd_lr = 0.0f;
+  float sgd_weight_decay = 0.0f;
 };
 
 struct Gemm {
@@ -48,7 +56,8 @@ struct Gemm {
 };
 
 // C = A B, then the epilogue, with the given instruction set (which this CPU must support). m, n or k may be
-// 0: with k = 0, C is the epilogue applied to zeros.
+// 0: with k = 0, C is the epilogue applied to zeros. Built without contraction (kernels/CMakeLists.txt): the
+// epilogue's sums and products are rounded one by one.
 void gemm(Isa isa, const Gemm& g);
 
 // Instruction-set versions, each compiled for its own target (cpu_gemm_*.cpp); call gemm() instead.

@@ -26,6 +26,8 @@ struct Avx2 {
   static void store_part(float* p, T v, int n) { _mm256_maskstore_ps(p, lanes(n), v); }
   static T fmadd(T a, T b, T c) { return _mm256_fmadd_ps(a, b, c); }
   static T add(T a, T b) { return _mm256_add_ps(a, b); }
+  static T sub(T a, T b) { return _mm256_sub_ps(a, b); }
+  static T mul(T a, T b) { return _mm256_mul_ps(a, b); }
   // vmaxps returns its second operand when either is a NaN and when both are zeros: v < 0 ? 0 : v exactly.
   static T relu(T v) { return _mm256_max_ps(_mm256_setzero_ps(), v); }
   // mask <= 0 ? 0 : v; an ordered compare, so a NaN mask keeps v, as ref:: does.

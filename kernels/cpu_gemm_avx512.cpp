@@ -24,6 +24,8 @@ struct Avx512 {
   static void store_part(float* p, T v, int n) { _mm512_mask_storeu_ps(p, lanes(n), v); }
   static T fmadd(T a, T b, T c) { return _mm512_fmadd_ps(a, b, c); }
   static T add(T a, T b) { return _mm512_add_ps(a, b); }
+  static T sub(T a, T b) { return _mm512_sub_ps(a, b); }
+  static T mul(T a, T b) { return _mm512_mul_ps(a, b); }
   // vmaxps returns its second operand when either is a NaN and when both are zeros: v < 0 ? 0 : v exactly.
   // (The zero-masked form with every lane set: GCC 12 reports the plain form's undefined pass-through vector
   // as maybe-uninitialized.)

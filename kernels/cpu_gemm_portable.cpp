@@ -45,6 +45,12 @@ struct Portable {
   static T add(T a, T b) {
     return each(a, b, [](float u, float w) { return u + w; });
   }
+  static T sub(T a, T b) {
+    return each(a, b, [](float u, float w) { return u - w; });
+  }
+  static T mul(T a, T b) {
+    return each(a, b, [](float u, float w) { return u * w; });
+  }
   static T relu(T v) {
     return each(v, v, [](float u, float) { return u < 0.0f ? 0.0f : u; });
   }

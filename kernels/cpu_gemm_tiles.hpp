@@ -11,7 +11,7 @@
 //                           shard of 32 rows, 10 classes) still do many multiply-adds per load
 //   kDepth                  the k-slice of B a pass keeps in the L1 cache
 //   zero(), set1(x), load(p), load_part(p, lanes), store(p, v), store_part(p, v, lanes), fmadd(a, b, c) = a b
-//   + c, add(a, b), relu(v), zero_where_not_positive(mask, v)
+//   + c, add(a, b), sub(a, b) = a - b, mul(a, b), relu(v), zero_where_not_positive(mask, v)
 //
 // Everything here is in an anonymous namespace and calls nothing from a library: it is compiled once per
 // target, and an inline function with external linkage compiled for AVX-512 could be the copy the linker
@@ -108,6 +108,7 @@ inline void tile(const Gemm& g, const Pass& pass, const ATile& a, int row0, int 
   }
 
   const Epilogue& e = g.epilogue;
+  const T lr = V::set1(e.sgd_lr), weight_decay = V::set1(e.sgd_weight_decay);
 #pragma GCC unroll 32
   for (int r = 0; r < R; ++r) {
     float* c = g.c + (row0 + r) * g.ldc + col0;
@@ -121,10 +122,17 @@ inline void tile(const Gemm& g, const Pass& pass, const ATile& a, int row0, int 
         if (e.mask != nullptr)
           x = V::zero_where_not_positive(load(e.mask + (row0 + r) * e.mask_stride + col0 + v * L, v), x);
       }
+      float* out = c + v * L;
+      if (pass.last && e.sgd_params != nullptr) {
+        out = e.sgd_params + (row0 + r) * e.sgd_stride + col0 + v * L;  // the parameters are what is stored
+        const T param = load(out, v);
+        if (e.sgd_weight_decay != 0.0f) x = V::add(x, V::mul(weight_decay, param));
+        x = V::sub(param, V::mul(lr, x));  // ref::sgd_step's p - lr * g
+      }
       if (Partial && v == NV - 1)
-        V::store_part(c + v * L, x, last_lanes);
+        V::store_part(out, x, last_lanes);
       else
-        V::store(c + v * L, x);
+        V::store(out, x);
     }
   }
 }

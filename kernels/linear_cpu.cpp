@@ -89,7 +89,7 @@ void row_sums(Isa isa, const float* m, std::ptrdiff_t row_stride, std::ptrdiff_t
 }  // namespace
 
 void weight_gradient(Isa isa, const float* dyT, const float* x, const float* ones, float* dw, float* db,
-                     LinearShape s, Part part) {
+                     LinearShape s, Part part, const WeightUpdate* update) {
   const Range rows = share(s.out, part, kRowAlign);
   const float* my_dyT = dyT + static_cast<std::ptrdiff_t>(rows.begin) * s.batch;
   Gemm g;
@@ -97,6 +97,12 @@ void weight_gradient(Isa isa, const float* dyT, const float* x, const float* one
   g.a = my_dyT, g.a_row_stride = s.batch, g.a_col_stride = 1;
   g.b = x, g.ldb = s.in;
   g.c = dw + static_cast<std::ptrdiff_t>(rows.begin) * s.in, g.ldc = s.in;
+  if (update != nullptr) {
+    g.epilogue.sgd_params = update->w + static_cast<std::ptrdiff_t>(rows.begin) * s.in;
+    g.epilogue.sgd_stride = s.in;
+    g.epilogue.sgd_lr = update->lr;
+    g.epilogue.sgd_weight_decay = update->weight_decay;
+  }
   gemm(isa, g);
   row_sums(isa, my_dyT, s.batch, 1, ones, db + rows.begin, rows.end - rows.begin, s.batch);
 }

@@ -39,15 +39,24 @@ void linear_forward(Isa isa,
                     float* yT,        // [out, batch]
                     LinearShape s, bool relu, Part part = {});
 
+// One step of torch.optim.SGD without momentum, applied to a weight as its gradient is made (cpu::Epilogue's
+// sgd_params): the same bits as ref::sgd_step on the stored gradient, without the pass over it.
+struct WeightUpdate {
+  float* w;  // [out, in], updated in place
+  float lr;
+  float weight_decay;
+};
+
 // dw = dy^T x from dy feature-major and x by rows; db = the sums of dy's rows of dyT, each summed in row
-// order as ref:: sums it.
+// order as ref:: sums it. With an update, dw is applied to update->w instead of stored, and the dw buffer
+// only holds partial sums (where the batch is longer than one pass over it) and is left undefined.
 void weight_gradient(Isa isa,
                      const float* dyT,   // [out, batch]
                      const float* x,     // [batch, in]
                      const float* ones,  // [batch], every element 1
                      float* dw,          // [out, in]
                      float* db,          // [out]
-                     LinearShape s, Part part = {});
+                     LinearShape s, Part part = {}, const WeightUpdate* update = nullptr);
 
 // Split by rows of dw: a part reads only its own rows of dyT. weight_gradient and input_gradient split their
 // [256]-row outputs alike, so the rows of dx one part writes are the rows of dy it reads next.

@@ -28,6 +28,8 @@ class ForwardingReplica : public Replica {
   }
   float* gradient_buffer() override { return inner_->gradient_buffer(); }
   void sgd_step(const SgdConfig& cfg) override { inner_->sgd_step(cfg); }
+  // step_alone is not handed on: the default's false makes the trainer take compute_gradients and sgd_step,
+  // which is what a test that watches or changes them needs.
   float loss_sum() override { return inner_->loss_sum(); }
   bool loss_on_host() const override { return inner_->loss_on_host(); }
   bool watch_losses(long next_step) override { return inner_->watch_losses(next_step); }

@@ -15,6 +15,7 @@
 #include "kernels/cpu_gemm.hpp"
 #include "kernels/linear.hpp"
 #include "kernels/linear_cpu.hpp"
+#include "kernels/sgd.hpp"
 
 namespace {
 
@@ -178,6 +179,45 @@ void check_pieces(Isa isa) {
   product(11, m - 11, 0, 5, pieces);
   product(11, m - 11, 5, n - 5, pieces);
   REQUIRE(std::memcmp(whole.data(), pieces.data(), whole.size() * sizeof(float)) == 0);
+}
+
+// The SGD epilogue against the product stored and then ref::sgd_step: the same bits, for tiles cut at every
+// edge, k in one pass and in several, with and without weight decay, the parameters with a row stride of
+// their own; C, left undefined, is not compared.
+void check_sgd_epilogue(Isa isa) {
+  std::mt19937 rng(11);
+  for (const int m : {1, 7, 29})
+    for (const int n : {1, 17, 83})
+      for (const int k : {1, 64, 300})
+        for (const float weight_decay : {0.0f, 0.01f}) {
+          const auto a = random_vec(rng, sz(m, k));
+          const auto b = random_vec(rng, sz(k, n));
+          const int stride = n + 3;
+          const auto params = random_vec(rng, sz(m, stride));
+          mnistdp::cpu::Gemm g;
+          g.m = m, g.n = n, g.k = k;
+          g.a = a.data(), g.a_row_stride = k, g.a_col_stride = 1;
+          g.b = b.data(), g.ldb = n;
+          std::vector<float> gradient(sz(m, n), kNaN);
+          g.c = gradient.data(), g.ldc = n;
+          mnistdp::cpu::gemm(isa, g);
+          mnistdp::SgdConfig cfg;
+          cfg.lr = 0.05f;
+          cfg.weight_decay = weight_decay;
+          auto expected = params;
+          for (int i = 0; i < m; ++i)
+            mnistdp::ref::sgd_step(expected.data() + sz(i, stride), gradient.data() + sz(i, n), nullptr,
+                                   static_cast<std::size_t>(n), cfg, false);
+
+          auto fused = params;
+          std::vector<float> scratch(sz(m, n), kNaN);
+          g.c = scratch.data();
+          g.epilogue.sgd_params = fused.data(), g.epilogue.sgd_stride = stride;
+          g.epilogue.sgd_lr = cfg.lr, g.epilogue.sgd_weight_decay = weight_decay;
+          mnistdp::cpu::gemm(isa, g);
+          INFO(m << " x " << n << " x " << k << ", weight decay " << weight_decay);
+          REQUIRE(std::memcmp(fused.data(), expected.data(), fused.size() * sizeof(float)) == 0);
+        }
 }
 
 // The epilogue's edge values, where no rounding happens (k = 1, A = 1): every version equals ref:: to the
@@ -386,6 +426,11 @@ TEST_CASE("cpu::best_isa names a version this CPU runs", "[kernels][cpu_gemm]") 
   TEST_CASE("cpu:: linear layer (" NAME ") agrees with ref::, feature-major", "[kernels][cpu_gemm]") { \
     skip_unless_supported(ISA);                                                                        \
     check_layers(ISA);                                                                                 \
+  }                                                                                                    \
+  TEST_CASE("cpu::gemm (" NAME ") applies SGD in its epilogue as ref::sgd_step does",                  \
+            "[kernels][cpu_gemm]") {                                                                   \
+    skip_unless_supported(ISA);                                                                        \
+    check_sgd_epilogue(ISA);                                                                           \
   }                                                                                                    \
   TEST_CASE("cpu::transpose (" NAME ") turns rows into columns", "[kernels][cpu_gemm]") {              \
     skip_unless_supported(ISA);                                                                        \

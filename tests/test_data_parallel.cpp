@@ -1,8 +1,10 @@
 // The one invariant of data parallelism, on CPU replicas: N replicas train to the same parameters as one
 // replica on the whole batch, whatever the shard sizes, the short last batch of an epoch and empty replicas
 // included.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -94,6 +96,14 @@ double normwise_difference(const std::vector<float>& a, const std::vector<float>
   return diff / scale;
 }
 
+// The first index at which a and b differ (bits, as memcmp sees them), or -1: a failure names one parameter
+// instead of printing two vectors of 203,530.
+long first_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) return static_cast<long>(i);
+  return a.size() == b.size() ? -1 : static_cast<long>(a.size());
+}
+
 }  // namespace
 
 TEST_CASE("N CPU replicas train to the parameters of one replica", "[data_parallel]") {
@@ -135,6 +145,54 @@ TEST_CASE("a CPU replica's threads give the bits of one thread", "[data_parallel
         CHECK(many.params[r] == one.params[r]);
     }
   }
+}
+
+TEST_CASE("a lone CPU replica's fused step gives the bits of its two calls", "[data_parallel]") {
+  // step_alone applies fc1's weight gradient as the product makes it; the same roundings in the same order as
+  // ref::sgd_step on the stored gradient, so equality, not a tolerance. Batches of 200 rows take two passes
+  // over k in the AVX-512 product (128 a pass), with the partial sums between them in the gradient buffer.
+  const DataSplits data = testing::synthetic_splits(kTrainRows, 10, 21);
+  std::vector<float> init(ParamLayout::kCount);
+  init_parameters(init, 3);
+  SgdConfig sgd;
+  sgd.weight_decay = GENERATE(0.0f, 0.01f);
+  const int threads = GENERATE(1, 3);
+  for (const int count : {1, 5, 64, 200}) {
+    INFO(count << " rows, " << threads << " threads, weight decay " << sgd.weight_decay);
+    CpuReplica fused(data, 0, threads), plain(data, 0, threads);
+    for (CpuReplica* r : {&fused, &plain}) {
+      r->load_parameters(init);
+      r->make_epoch_order(3, 0);
+    }
+    for (int step = 0; step < 3; ++step) {
+      const int first = step * std::min(count, 150);  // 3 steps of 200 rows overlap within the 581
+      REQUIRE(fused.step_alone(first, count, sgd));
+      plain.compute_gradients(first, count, count);
+      plain.sgd_step(sgd);
+      CHECK(fused.loss_sum() == plain.loss_sum());
+    }
+    std::vector<float> a(ParamLayout::kCount), b(ParamLayout::kCount);
+    fused.store_parameters(a);
+    plain.store_parameters(b);
+    REQUIRE(a != init);
+    CHECK(first_difference(a, b) == -1);
+  }
+}
+
+TEST_CASE("a lone CPU replica leaves a step with momentum to the two calls", "[data_parallel]") {
+  const DataSplits data = testing::synthetic_splits(kTrainRows, 10, 21);
+  std::vector<float> init(ParamLayout::kCount);
+  init_parameters(init, 3);
+  CpuReplica replica(data, 0);
+  replica.load_parameters(init);
+  replica.make_epoch_order(3, 0);
+  SgdConfig sgd;
+  sgd.momentum = 0.9f;
+  REQUIRE_FALSE(replica.step_alone(0, 64, sgd));
+  std::vector<float> after(ParamLayout::kCount);
+  replica.store_parameters(after);
+  CHECK(after == init);
+  CHECK_FALSE(replica.has_momentum());
 }
 
 TEST_CASE("averaging gradients by shard instead of by global batch is caught", "[data_parallel]") {

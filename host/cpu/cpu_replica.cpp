@@ -113,6 +113,17 @@ void CpuReplica::forward(int rows, cpu::Part part) {
 }
 
 void CpuReplica::compute_gradients(int first, int count, int global_batch) {
+  gradients(first, count, global_batch, /*fused_sgd=*/nullptr);
+}
+
+bool CpuReplica::step_alone(int first, int count, const SgdConfig& cfg) {
+  if (cfg.momentum != 0.0f) return false;
+  gradients(first, count, count, &cfg);
+  sgd(cfg, ParamLayout::kFc1Bias);
+  return true;
+}
+
+void CpuReplica::gradients(int first, int count, int global_batch, const SgdConfig* fused_sgd) {
   if (first < 0 || count < 0 ||
       static_cast<std::size_t>(first) + static_cast<std::size_t>(count) > order_.size())
     throw std::out_of_range(fmt::format("compute_gradients: rows [{}, {}) outside the epoch of {} rows",
@@ -152,8 +163,11 @@ void CpuReplica::compute_gradients(int first, int count, int global_batch) {
     cpu::input_gradient(isa_, p.fc2_weight, dlogitsT_.data(), hiddenT_.data(), dhiddenT_.data(), fc2,
                         /*relu_mask=*/true, part);
     // No barrier: this part's rows of dhiddenT_, just written, are the rows fc1's weight gradient reads here.
-    cpu::weight_gradient(isa_, dhiddenT_.data(), x_.data(), ones_.data(), g.fc1_weight, g.fc1_bias, fc1,
-                         part);
+    const cpu::WeightUpdate fc1_update{params_.data() + ParamLayout::kFc1Weight,
+                                       fused_sgd != nullptr ? fused_sgd->lr : 0.0f,
+                                       fused_sgd != nullptr ? fused_sgd->weight_decay : 0.0f};
+    cpu::weight_gradient(isa_, dhiddenT_.data(), x_.data(), ones_.data(), g.fc1_weight, g.fc1_bias, fc1, part,
+                         fused_sgd != nullptr ? &fc1_update : nullptr);
     // The rows of this replica's next step, fetched into the cache while this one computes: the training set
     // is larger than the cache, and an image's 13 cache lines would otherwise each wait on memory in the
     // gather.
@@ -169,14 +183,19 @@ void CpuReplica::compute_gradients(int first, int count, int global_batch) {
 }
 
 void CpuReplica::sgd_step(const SgdConfig& cfg) {
+  sgd(cfg, 0);
+}
+
+void CpuReplica::sgd(const SgdConfig& cfg, std::size_t begin) {
   const bool use_momentum = cfg.momentum != 0.0f;
   const bool first_step = use_momentum && !has_momentum_;
   if (first_step) momentum_.resize(ParamLayout::kCount);
   timeline_.mark(Mark::sgd);
+  const std::size_t n = ParamLayout::kCount - begin;
   team_.run([&](int member) {
-    const cpu::Range mine = cpu::share(static_cast<int>(ParamLayout::kCount), {member, team_.size()}, 16);
-    ref::sgd_step(params_.data() + mine.begin, grads_.data() + mine.begin,
-                  use_momentum ? momentum_.data() + mine.begin : nullptr,
+    const cpu::Range mine = cpu::share(static_cast<int>(n), {member, team_.size()}, 16);
+    const std::size_t at = begin + static_cast<std::size_t>(mine.begin);
+    ref::sgd_step(params_.data() + at, grads_.data() + at, use_momentum ? momentum_.data() + at : nullptr,
                   static_cast<std::size_t>(mine.end - mine.begin), cfg, first_step);
   });
   has_momentum_ = has_momentum_ || use_momentum;

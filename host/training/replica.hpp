@@ -70,6 +70,12 @@ class Replica {
   // One torch.optim.SGD step with the gradient buffer as it stands (all-reduced by then).
   virtual void sgd_step(const SgdConfig& cfg) = 0;
 
+  // compute_gradients(first, count, count) and sgd_step(cfg) as one, for a replica that is the only one in
+  // the run (there is nothing to all-reduce), with whatever that lets it fuse; the same results. Returns
+  // false, having done nothing, where the replica has no such way for these settings: the trainer then takes
+  // the two calls.
+  virtual bool step_alone(int /*first*/, int /*count*/, const SgdConfig& /*cfg*/) { return false; }
+
   // The loss sum in the gradient buffer (after the all-reduce: of the global batch). May wait for the device.
   virtual float loss_sum() = 0;
   // Whether loss_sum() is a read of host memory that waits for nothing (a CPU replica's): the trainer then

@@ -49,6 +49,8 @@ bool Trainer::stop_before_step(TrainListener& listener) {
 }
 
 void Trainer::step(int first, int rows) {
+  // Alone, a replica may fuse the update into its backward pass, as nothing is summed in between.
+  if (world_replicas_ == 1 && replicas_[0]->step_alone(first, rows, config_.sgd)) return;
   // scatter + parallel_apply: each replica works on its own rows of the global batch, on its own thread.
   workers_.run([&](int r) {
     const Shard shard = shard_of(rows, world_replicas_, first_replica_ + r);
