@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "host/cpu/cache_aligned.hpp"
 #include "host/cpu/thread_team.hpp"
 #include "host/training/replica.hpp"
 #include "kernels/linear_cpu.hpp"
@@ -51,27 +52,27 @@ class CpuReplica final : public Replica {
   const DataSplits& data_;
   int index_;
   cpu::Isa isa_;
-  std::vector<float> params_;    // [kCount]
-  std::vector<float> grads_;     // [kGradCount], the loss sum in the last slot
-  std::vector<float> momentum_;  // [kCount] once the first momentum step has run
+  CacheAlignedVector<float> params_;    // [kCount]
+  CacheAlignedVector<float> grads_;     // [kGradCount], the loss sum in the last slot
+  CacheAlignedVector<float> momentum_;  // [kCount] once the first momentum step has run
   bool has_momentum_ = false;
   std::vector<std::int32_t> order_;  // [train.count]
 
   // Activations, row-major: by rows ([rows, width]) where the name says nothing, feature-major ([width,
   // rows], kernels/linear_cpu.hpp) where it ends in T.
   int capacity_rows_ = 0;
-  std::vector<float> x_;         // [rows, 784]
-  std::vector<float> xT_;        // [784, rows]
-  std::vector<std::uint8_t> y_;  // [rows]
-  std::vector<float> hiddenT_;   // [256, rows] after ReLU
-  std::vector<float> logitsT_;   // [10, rows]
-  std::vector<float> logits_;    // [rows, 10]
-  std::vector<float> dlogits_;   // [rows, 10]
-  std::vector<float> dlogitsT_;  // [10, rows]
-  std::vector<float> dhiddenT_;  // [256, rows]
-  std::vector<float> ones_;      // [rows], the bias gradients' sums as products
-  std::vector<float> fc2_dwT_;   // [256, 10], fc2's weight gradient before its transpose
-  HostTimeline timeline_;        // the marks of traced steps (--trace)
+  CacheAlignedVector<float> x_;         // [rows, 784]
+  CacheAlignedVector<float> xT_;        // [784, rows]
+  std::vector<std::uint8_t> y_;         // [rows]
+  CacheAlignedVector<float> hiddenT_;   // [256, rows] after ReLU
+  CacheAlignedVector<float> logitsT_;   // [10, rows]
+  CacheAlignedVector<float> logits_;    // [rows, 10]
+  CacheAlignedVector<float> dlogits_;   // [rows, 10]
+  CacheAlignedVector<float> dlogitsT_;  // [10, rows]
+  CacheAlignedVector<float> dhiddenT_;  // [256, rows]
+  CacheAlignedVector<float> ones_;      // [rows], the bias gradients' sums as products
+  CacheAlignedVector<float> fc2_dwT_;   // [256, 10], fc2's weight gradient before its transpose
+  HostTimeline timeline_;               // the marks of traced steps (--trace)
   ThreadTeam team_;
 };
 
