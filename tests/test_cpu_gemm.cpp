@@ -16,6 +16,7 @@
 #include "kernels/linear.hpp"
 #include "kernels/linear_cpu.hpp"
 #include "kernels/sgd.hpp"
+#include "tests/cpu_isa.hpp"
 
 namespace {
 
@@ -24,17 +25,8 @@ using mnistdp::cpu::Isa;
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
-bool supported(Isa isa) {
-  const Isa best = mnistdp::cpu::best_isa();
-  return isa == Isa::portable || isa == best || (isa == Isa::avx2 && best == Isa::avx512);
-}
-
-// A version this CPU cannot run is not tested here: exit code 77, which ctest reports as skipped.
-void skip_unless_supported(Isa isa) {
-  if (supported(isa)) return;
-  WARN("this CPU cannot run the " << mnistdp::cpu::isa_name(isa) << " version");
-  std::exit(77);
-}
+using mnistdp::testing::skip_unless_supported;
+using mnistdp::testing::supported;
 
 std::size_t sz(int rows, int cols) {
   return static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);

@@ -3,11 +3,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
 
 #include "kernels/gather.hpp"
+#include "kernels/gather_cpu.hpp"
+#include "tests/cpu_isa.hpp"
 
 using mnistdp::ref::normalize_pixel;
 
@@ -69,3 +72,45 @@ TEST_CASE("gather_normalize picks rows and labels in index order", "[kernels][ga
     mnistdp::ref::gather_normalize(images.data(), labels.data(), nullptr, nullptr, nullptr, 0, pixels);
   }
 }
+
+namespace {
+
+// Every pixel value in every position of a vector, rows whose width leaves a remainder against 16 and 8,
+// indices out of order and repeated: each version's x to the bit of ref::'s, every element written over NaN.
+void check_cpu_gather(mnistdp::cpu::Isa isa) {
+  std::mt19937 rng(5);
+  for (const int pixels : {1, 7, 8, 16, 33, 784}) {
+    const int images = 300;
+    std::vector<std::uint8_t> data(static_cast<std::size_t>(images) * pixels), labels(images);
+    for (std::size_t i = 0; i < data.size(); ++i)
+      data[i] = static_cast<std::uint8_t>(i * 7 + i / 256);
+    for (int i = 0; i < images; ++i)
+      labels[i] = static_cast<std::uint8_t>(rng() % 10);
+    std::vector<std::int32_t> indices(67);
+    for (auto& index : indices)
+      index = static_cast<std::int32_t>(rng() % images);
+    const int batch = static_cast<int>(indices.size());
+    const std::size_t n = static_cast<std::size_t>(batch) * pixels;
+    std::vector<float> want(n), got(n, std::numeric_limits<float>::quiet_NaN());
+    std::vector<std::uint8_t> want_y(batch), got_y(batch, 255);
+    mnistdp::ref::gather_normalize(data.data(), labels.data(), indices.data(), want.data(), want_y.data(),
+                                   batch, pixels);
+    mnistdp::cpu::gather_normalize(isa, data.data(), labels.data(), indices.data(), got.data(), got_y.data(),
+                                   batch, pixels);
+    INFO(pixels << " pixels");
+    REQUIRE(std::memcmp(got.data(), want.data(), n * sizeof(float)) == 0);
+    REQUIRE(got_y == want_y);
+  }
+}
+
+}  // namespace
+
+#define MNISTDP_CPU_GATHER_TEST(ISA, NAME)                                                          \
+  TEST_CASE("cpu::gather_normalize (" NAME ") gives ref::'s bits", "[kernels][gather][cpu_gemm]") { \
+    mnistdp::testing::skip_unless_supported(ISA);                                                   \
+    check_cpu_gather(ISA);                                                                          \
+  }
+
+MNISTDP_CPU_GATHER_TEST(mnistdp::cpu::Isa::avx512, "AVX-512")
+MNISTDP_CPU_GATHER_TEST(mnistdp::cpu::Isa::avx2, "AVX2")
+MNISTDP_CPU_GATHER_TEST(mnistdp::cpu::Isa::portable, "portable")

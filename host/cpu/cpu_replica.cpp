@@ -7,7 +7,7 @@
 
 #include "host/model/init.hpp"
 #include "host/model/params.hpp"
-#include "kernels/gather.hpp"
+#include "kernels/gather_cpu.hpp"
 #include "kernels/linear_cpu.hpp"
 #include "kernels/softmax_xent.hpp"
 
@@ -140,7 +140,7 @@ void CpuReplica::gradients(int first, int count, int global_batch, const SgdConf
     const bool lead = member == 0;  // marks the timeline and does the few small serial pieces
     if (lead) timeline_.mark(Mark::gather);
     const cpu::Range rows = cpu::share(count, part, 1);
-    ref::gather_normalize(data_.train.images.data(), data_.train.labels.data(),
+    cpu::gather_normalize(isa_, data_.train.images.data(), data_.train.labels.data(),
                           order_.data() + first + rows.begin,
                           x_.data() + static_cast<std::size_t>(rows.begin) * kIn, y_.data() + rows.begin,
                           rows.end - rows.begin, kIn);
@@ -214,8 +214,8 @@ EvalResult CpuReplica::evaluate() {
   for (int first = 0; first < test.count; first += kEvalChunk) {
     const int count = std::min(kEvalChunk, test.count - first);
     std::iota(rows.begin(), rows.begin() + count, first);
-    ref::gather_normalize(test.images.data(), test.labels.data(), rows.data(), x_.data(), y_.data(), count,
-                          kIn);
+    cpu::gather_normalize(isa_, test.images.data(), test.labels.data(), rows.data(), x_.data(), y_.data(),
+                          count, kIn);
     team_.run([&](int member) { forward(count, {member, team_.size()}); });
     result.loss_sum += ref::softmax_xent(logits_.data(), y_.data(), /*dlogits=*/nullptr, count, kOut, 1.0f);
     result.correct += ref::count_correct(logits_.data(), y_.data(), count, kOut);
