@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <functional>
+#include <optional>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -24,6 +25,7 @@
 
 #include "bench/bench_stats.hpp"
 #include "kernels/cpu_gemm.hpp"
+#include "kernels/sgd.hpp"
 
 #if defined(MNISTDP_SURVEY_DNNL)
 #include <dnnl.h>
@@ -244,6 +246,67 @@ std::pair<double, std::string> measured_peak() {
   return {flops / (s.median * 1e3), avx512 ? "AVX-512 FMA" : "AVX2 FMA"};
 }
 
+// fc1's work in a step, as a step on each library would run it: the forward product with the bias and ReLU,
+// and the weight gradient with a plain SGD step on w1 (what the lone CPU replica runs). cpu::gemm does each
+// in one pass, the element-wise work in its epilogue; a library's product is followed by the passes it
+// leaves, the bias and ReLU over hT [256, batch] and ref::sgd_step over w1 and its stored gradient.
+struct Fc1Work {
+  Stats forward;  // fc1.fwd (w1 xT, feature-major) + bias + ReLU
+  Stats update;   // fc1.dW (dhT x) + SGD on w1
+};
+
+Fc1Work time_fc1_work(const Sgemm& sgemm, const mnistdp::cpu::Isa* own_isa, int batch, int repeats,
+                      std::mt19937& rng) {
+  const int in = 784, hidden = 256;
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  const auto random = [&](std::size_t n) {
+    std::vector<float> v(n);
+    for (float& e : v)
+      e = dist(rng);
+    return v;
+  };
+  const std::size_t weights = static_cast<std::size_t>(hidden) * in;
+  auto w1 = random(weights), grad = random(weights);
+  const auto b1 = random(hidden), xT = random(static_cast<std::size_t>(in) * batch),
+             x = random(static_cast<std::size_t>(batch) * in),
+             dhT = random(static_cast<std::size_t>(hidden) * batch);
+  std::vector<float> hT(static_cast<std::size_t>(hidden) * batch);
+  mnistdp::SgdConfig sgd;  // lr 0.01, no momentum
+  const Product forward{"fm fc1.fwd w1.xT", hidden, batch, in, false, false};
+  const Product gradient{"fm fc1.dW dHT.x", hidden, in, batch, false, false};
+  Fc1Work work;
+  if (own_isa != nullptr) {
+    mnistdp::cpu::Gemm f;
+    f.m = hidden, f.n = batch, f.k = in;
+    f.a = w1.data(), f.a_row_stride = in, f.b = xT.data(), f.ldb = batch, f.c = hT.data(), f.ldc = batch;
+    f.epilogue.row_bias = b1.data(), f.epilogue.relu = true;
+    work.forward = time_calls([&] { mnistdp::cpu::gemm(*own_isa, f); }, repeats);
+    mnistdp::cpu::Gemm u;
+    u.m = hidden, u.n = in, u.k = batch;
+    u.a = dhT.data(), u.a_row_stride = batch, u.b = x.data(), u.ldb = in, u.c = grad.data(), u.ldc = in;
+    u.epilogue.sgd_params = w1.data(), u.epilogue.sgd_stride = in, u.epilogue.sgd_lr = sgd.lr;
+    work.update = time_calls([&] { mnistdp::cpu::gemm(*own_isa, u); }, repeats);
+    return work;
+  }
+  work.forward = time_calls(
+      [&] {
+        sgemm(forward, w1.data(), xT.data(), hT.data());
+        for (int i = 0; i < hidden; ++i)
+          for (int j = 0; j < batch; ++j) {
+            float& h = hT[static_cast<std::size_t>(i) * batch + j];
+            h = std::max(h + b1[i], 0.0f);
+          }
+      },
+      repeats);
+  work.update = time_calls(
+      [&] {
+        sgemm(gradient, dhT.data(), x.data(), grad.data());
+        mnistdp::ref::sgd_step(w1.data(), grad.data(), nullptr, weights, sgd, false);
+      },
+      repeats);
+  return work;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
@@ -271,6 +334,7 @@ int main(int argc, char** argv) try {
   }
 
   Sgemm sgemm;
+  std::optional<mnistdp::cpu::Isa> own_isa;  // cpu::gemm's, with its fused epilogues
   std::string detail;
   std::unique_ptr<Cblas> cblas;
   if (library == "openblas" || library == "blis" || library == "mkl") {
@@ -297,6 +361,7 @@ int main(int argc, char** argv) try {
                     : library == "mnistdp-portable" ? Isa::portable
                                                     : mnistdp::cpu::best_isa();
     sgemm = mnistdp_fn(isa);
+    own_isa = isa;
     detail = fmt::format("cpu::gemm, {}", mnistdp::cpu::isa_name(isa));
   } else {
     throw std::runtime_error(fmt::format("--library {}: not known or not built in", library));
@@ -346,8 +411,22 @@ int main(int argc, char** argv) try {
                       {"time", mnistdp::bench::to_json(s)}});
     }
   }
+  nlohmann::json fc1_rows = nlohmann::json::array();
+  fmt::print("\nfc1 with its element-wise work ({}):\n{:<6} {:>22} {:>22} {:>8}\n",
+             own_isa ? "fused into the product's epilogues" : "the product, then a pass of its own", "batch",
+             "fwd + bias + ReLU us", "dW + SGD on w1 us", "sum us");
+  for (int batch : batches) {
+    const Fc1Work w = time_fc1_work(sgemm, own_isa ? &*own_isa : nullptr, batch, repeats, rng);
+    fmt::print("{:<6} {:>22.2f} {:>22.2f} {:>8.2f}\n", batch, w.forward.median, w.update.median,
+               w.forward.median + w.update.median);
+    fc1_rows.push_back({{"batch", batch},
+                        {"fused", own_isa.has_value()},
+                        {"forward", mnistdp::bench::to_json(w.forward)},
+                        {"update", mnistdp::bench::to_json(w.update)}});
+  }
   if (!json_path.empty())
     mnistdp::bench::write_json(json_path, {{"library", library},
+                                           {"fc1_work", fc1_rows},
                                            {"detail", detail},
                                            {"date", mnistdp::bench::utc_now()},
                                            {"load_average", mnistdp::bench::load_average()},

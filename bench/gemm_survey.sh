@@ -134,6 +134,23 @@ for batch in sorted({k[1] for k in best}, reverse=True):
         lines.append(f"| {lib} | " + " | ".join(cells) + (f" | {step_flop / total / 1e3:.0f} |" if total else " | - |"))
         summary.append({"library": lib, "batch": batch, "best_set": name, "step_us": total})
     lines.append("")
+    # fc1's work with its element-wise passes (bias and ReLU, SGD on w1), as a step on each library runs it.
+    work = {}
+    for lib, rounds in runs.items():
+        rows = [w for r in rounds for w in r.get("fc1_work", []) if w["batch"] == batch]
+        if rows:
+            fwd = statistics.median(w["forward"]["median_us"] for w in rows)
+            upd = statistics.median(w["update"]["median_us"] for w in rows)
+            work[lib] = (fwd, upd, rows[0]["fused"])
+    if work:
+        lines += [f"fc1 with its element-wise work, batch {batch} (microseconds): cpu::gemm with the bias and ReLU "
+                  "and the SGD step on w1 in its epilogues, every library with the product, then a pass of "
+                  "its own over the output (bias and ReLU) and ref::sgd_step over w1 and its stored gradient.", "",
+                  "| library | fwd + bias + ReLU | dW + SGD on w1 | sum |", "|---|---:|---:|---:|"]
+        for lib, (fwd, upd, fused) in sorted(work.items(), key=lambda kv: kv[1][0] + kv[1][1]):
+            lines.append(f"| {lib}{' (fused)' if fused else ''} | {fwd:.1f} | {upd:.1f} | {fwd + upd:.1f} |")
+            summary.append({"library": lib, "batch": batch, "fc1_work_us": fwd + upd, "fused": fused})
+        lines.append("")
 text = "\n".join(lines)
 with open(os.path.join(out, "survey.md"), "w") as f:
     f.write(text)
