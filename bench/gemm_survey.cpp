@@ -24,6 +24,7 @@
 #include <immintrin.h>
 
 #include "bench/bench_stats.hpp"
+#include "host/cpu/cache_aligned.hpp"
 #include "kernels/cpu_gemm.hpp"
 #include "kernels/sgd.hpp"
 
@@ -37,6 +38,10 @@
 namespace {
 
 using mnistdp::bench::Stats;
+
+// Every operand starts a cache line, as the CPU replica's buffers do (host/cpu/cache_aligned.hpp): each
+// library then reads and writes rows as it would in a step.
+using Buffer = mnistdp::CacheAlignedVector<float>;
 
 // A row-major product C[m,n] = op(A)[m,k] op(B)[k,n], as cblas_sgemm with CblasRowMajor takes it.
 struct Product {
@@ -185,8 +190,8 @@ Stats time_calls(const std::function<void()>& fn, int repeats) {
 
 // The largest |c - reference| over C, relative to the sum of |a||b| terms: a library with a wrong layout or a
 // broken kernel is off by whole terms, a correct one by a few ulps.
-double check(const Product& p, const Sgemm& fn, const std::vector<float>& a, const std::vector<float>& b) {
-  std::vector<float> c(static_cast<std::size_t>(p.m) * p.n, std::nanf(""));
+double check(const Product& p, const Sgemm& fn, const Buffer& a, const Buffer& b) {
+  Buffer c(static_cast<std::size_t>(p.m) * p.n, std::nanf(""));
   fn(p, a.data(), b.data(), c.data());
   double worst = 0.0;
   for (int i = 0; i < p.m; ++i)
@@ -260,7 +265,7 @@ Fc1Work time_fc1_work(const Sgemm& sgemm, const mnistdp::cpu::Isa* own_isa, int 
   const int in = 784, hidden = 256;
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   const auto random = [&](std::size_t n) {
-    std::vector<float> v(n);
+    Buffer v(n);
     for (float& e : v)
       e = dist(rng);
     return v;
@@ -270,7 +275,7 @@ Fc1Work time_fc1_work(const Sgemm& sgemm, const mnistdp::cpu::Isa* own_isa, int 
   const auto b1 = random(hidden), xT = random(static_cast<std::size_t>(in) * batch),
              x = random(static_cast<std::size_t>(batch) * in),
              dhT = random(static_cast<std::size_t>(hidden) * batch);
-  std::vector<float> hT(static_cast<std::size_t>(hidden) * batch);
+  Buffer hT(static_cast<std::size_t>(hidden) * batch);
   mnistdp::SgdConfig sgd;  // lr 0.01, no momentum
   const Product forward{"fm fc1.fwd w1.xT", hidden, batch, in, false, false};
   const Product gradient{"fm fc1.dW dHT.x", hidden, in, batch, false, false};
@@ -376,7 +381,7 @@ int main(int argc, char** argv) try {
              "check");
   for (int batch : batches) {
     for (const Product& p : step_products(batch)) {
-      std::vector<float> a(static_cast<std::size_t>(p.m) * p.k), b(static_cast<std::size_t>(p.k) * p.n),
+      Buffer a(static_cast<std::size_t>(p.m) * p.k), b(static_cast<std::size_t>(p.k) * p.n),
           c(static_cast<std::size_t>(p.m) * p.n);
       for (float& v : a)
         v = dist(rng);
