@@ -26,15 +26,20 @@ be32() {
   printf "\\x$(printf %02x $(($1 >> 24 & 255)))\\x$(printf %02x $(($1 >> 16 & 255)))"
   printf "\\x$(printf %02x $(($1 >> 8 & 255)))\\x$(printf %02x $(($1 & 255)))"
 }
+# The contents of IDX file NAME in folder FROM, raw or .gz.
+idx_contents() { if [ -f "$1/$2" ]; then cat "$1/$2"; else gzip -dc "$1/$2.gz"; fi; }
+# idx_first FROM TO NAME HEADER_BYTES ITEM_BYTES COUNT: the first COUNT items of FROM/NAME into TO/NAME, the
+# magic, the new count, the rest of the header, then the items.
+idx_first() {
+  local from=$1 to=$2 name=$3 header=$4 item=$5 count=$6
+  { head -c 4 <(idx_contents "$from" "$name"); be32 "$count"
+    idx_contents "$from" "$name" | head -c $((header + item * count)) | tail -c +9; } >"$to/$name"
+}
 small_data_set() {
   local from=$1 to=$2 train=$3 test=$4
-  contents() { if [ -f "$from/$1" ]; then cat "$from/$1"; else gzip -dc "$from/$1.gz"; fi; }
-  first() {  # first NAME HEADER_BYTES ITEM_BYTES COUNT: the magic, the new count, the rest of the header
-    { head -c 4 <(contents "$1"); be32 "$4"; contents "$1" | head -c $(($2 + $3 * $4)) | tail -c +9; } >"$to/$1"
-  }
   mkdir -p "$to"
-  first train-images-idx3-ubyte 16 784 "$train"
-  first train-labels-idx1-ubyte 8 1 "$train"
-  first t10k-images-idx3-ubyte 16 784 "$test"
-  first t10k-labels-idx1-ubyte 8 1 "$test"
+  idx_first "$from" "$to" train-images-idx3-ubyte 16 784 "$train"
+  idx_first "$from" "$to" train-labels-idx1-ubyte 8 1 "$train"
+  idx_first "$from" "$to" t10k-images-idx3-ubyte 16 784 "$test"
+  idx_first "$from" "$to" t10k-labels-idx1-ubyte 8 1 "$test"
 }

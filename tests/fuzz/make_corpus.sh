@@ -4,13 +4,12 @@
 #   tests/fuzz/make_corpus.sh
 set -euo pipefail
 cd "$(dirname "$0")"
+. ../cli/checks.sh  # be32, the IDX header's big-endian counts
 idx=corpus/idx
 ck=corpus/checkpoint
 rm -rf "$idx" "$ck"
 mkdir -p "$idx" "$ck"
 
-be32() { printf "\\x$(printf %02x $(($1 >> 24 & 255)))\\x$(printf %02x $(($1 >> 16 & 255)))"
-         printf "\\x$(printf %02x $(($1 >> 8 & 255)))\\x$(printf %02x $(($1 & 255)))"; }
 le64() { local i; for i in 0 1 2 3 4 5 6 7; do printf "\\x$(printf %02x $(($1 >> (8 * i) & 255)))"; done; }
 # N images of 28x28 whose pixels count up from 0, wrapping at 256.
 pixels() { local n=$(($1 * 784)) i; for ((i = 0; i < n; ++i)); do printf "\\x$(printf %02x $((i & 255)))"; done; }
