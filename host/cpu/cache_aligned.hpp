@@ -21,9 +21,8 @@ struct CacheLineAllocator {
   T* allocate(std::size_t n) {
     return static_cast<T*>(::operator new (n * sizeof(T), std::align_val_t{kLine}));
   }
-  void deallocate(T* p, std::size_t n) noexcept {
-    ::operator delete (p, n * sizeof(T), std::align_val_t{kLine});
-  }
+  // The unsized form: clang leaves sized deallocation off unless asked (-fsized-deallocation).
+  void deallocate(T* p, std::size_t) noexcept { ::operator delete (p, std::align_val_t{kLine}); }
 
   template <class U>
   bool operator==(const CacheLineAllocator<U>&) const noexcept {
