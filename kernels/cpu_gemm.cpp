@@ -3,7 +3,7 @@
 // served by its widest vectors.
 #include "kernels/cpu_gemm.hpp"
 
-#include <stdexcept>
+#include "kernels/cpu_isa_dispatch.hpp"
 
 namespace mnistdp::cpu {
 
@@ -29,21 +29,9 @@ const char* isa_name(Isa isa) {
 }
 
 void gemm(Isa isa, const Gemm& g) {
-  switch (isa) {
-#if defined(MNISTDP_CPU_GEMM_X86)
-    case Isa::avx512:
-      return gemm_avx512(g);
-    case Isa::avx2:
-      return gemm_avx2(g);
-#else
-    case Isa::avx512:
-    case Isa::avx2:
-      throw std::invalid_argument("cpu::gemm: this build has no x86-64 versions");
-#endif
-    case Isa::portable:
-      return gemm_portable(g);
-  }
-  throw std::invalid_argument("cpu::gemm: unknown instruction set");
+  version<void(const Gemm&)>(
+      isa, "cpu::gemm",
+      {MNISTDP_X86_VERSION(gemm_avx512), MNISTDP_X86_VERSION(gemm_avx2), &gemm_portable})(g);
 }
 
 }  // namespace mnistdp::cpu

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 
+#include "kernels/cpu_isa_dispatch.hpp"
 #include "kernels/cpu_transpose_blocks.hpp"
 
 namespace mnistdp::cpu {
@@ -20,9 +21,7 @@ Range share(int n, Part part, int align) {
 namespace {
 // Rows of a product's output per part: whole register tiles of every instruction set (6 and 4 rows).
 constexpr int kRowAlign = 12;
-}  // namespace
 
-namespace {
 // The elements of rows [r0, r1) and columns [c0, c1), in square blocks small enough that a block's source
 // rows and destination rows all stay in L1.
 void transpose_plain(const float* src, float* dst, int rows, int cols, int r0, int r1, int c0, int c1) {
@@ -37,26 +36,32 @@ void transpose_plain(const float* src, float* dst, int rows, int cols, int r0, i
     }
   }
 }
+
+// sums[i] = the sum over l of m[i * row_stride + l * col_stride], in order l = 0, 1, ...: a product with a
+// vector of ones.
+void row_sums(Isa isa, const float* m, std::ptrdiff_t row_stride, std::ptrdiff_t col_stride,
+              const float* ones, float* sums, int rows, int cols) {
+  Gemm g;
+  g.m = rows, g.n = 1, g.k = cols;
+  g.a = m, g.a_row_stride = row_stride, g.a_col_stride = col_stride;
+  g.b = ones, g.ldb = 1;
+  g.c = sums, g.ldc = 1;
+  gemm(isa, g);
+}
 }  // namespace
 
 void transpose(Isa isa, const float* src, float* dst, int rows, int cols, Part part) {
   // Shares of whole 16-column blocks: every share but the last is whole blocks of either vector version.
   const Range mine = share(cols, part, 16);
-  int side = 0;  // the side of the vector version's square blocks; 0: none
-#if defined(MNISTDP_CPU_GEMM_X86)
-  if (isa == Isa::avx512) side = 16;
-  if (isa == Isa::avx2) side = 8;
-#endif
-  const int block_rows = side == 0 ? 0 : rows - rows % side;
-  const int block_end = side == 0 ? mine.begin : mine.end - (mine.end - mine.begin) % side;
-#if defined(MNISTDP_CPU_GEMM_X86)
-  if (block_rows > 0 && block_end > mine.begin) {
-    if (side == 16) transpose_blocks_avx512(src, dst, rows, cols, block_rows, mine.begin, block_end);
-    if (side == 8) transpose_blocks_avx2(src, dst, rows, cols, block_rows, mine.begin, block_end);
-  }
-#else
-  (void)isa;
-#endif
+  using Blocks = void(const float*, float*, int, int, int, int, int);
+  Blocks* blocks = version<Blocks>(
+      isa, "cpu::transpose",
+      {MNISTDP_X86_VERSION(transpose_blocks_avx512), MNISTDP_X86_VERSION(transpose_blocks_avx2), nullptr});
+  const int side = isa == Isa::avx512 ? 16 : isa == Isa::avx2 ? 8 : 0;  // the blocks' side; 0: no blocks
+  const int block_rows = blocks == nullptr ? 0 : rows - rows % side;
+  const int block_end = blocks == nullptr ? mine.begin : mine.end - (mine.end - mine.begin) % side;
+  if (block_rows > 0 && block_end > mine.begin)
+    blocks(src, dst, rows, cols, block_rows, mine.begin, block_end);
   // What the blocks leave: the columns past the last whole block, then the rows past the last whole block.
   transpose_plain(src, dst, rows, cols, 0, block_rows, block_end, mine.end);
   transpose_plain(src, dst, rows, cols, block_rows, rows, mine.begin, mine.end);
@@ -74,19 +79,6 @@ void linear_forward(Isa isa, const float* w, const float* b, const float* xT, fl
   g.epilogue.relu = relu;
   gemm(isa, g);
 }
-
-namespace {
-// sums[i] = sum over l of m[i, l] (row stride `stride`), in order l = 0, 1, ...: m times a vector of ones.
-void row_sums(Isa isa, const float* m, std::ptrdiff_t row_stride, std::ptrdiff_t col_stride,
-              const float* ones, float* sums, int rows, int cols) {
-  Gemm g;
-  g.m = rows, g.n = 1, g.k = cols;
-  g.a = m, g.a_row_stride = row_stride, g.a_col_stride = col_stride;
-  g.b = ones, g.ldb = 1;
-  g.c = sums, g.ldc = 1;
-  gemm(isa, g);
-}
-}  // namespace
 
 void weight_gradient(Isa isa, const float* dyT, const float* x, const float* ones, float* dw, float* db,
                      LinearShape s, Part part, const WeightUpdate* update) {

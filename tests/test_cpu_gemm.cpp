@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/cpu_gemm.hpp"
+#include "kernels/cpu_isa_dispatch.hpp"
 #include "kernels/linear.hpp"
 #include "kernels/linear_cpu.hpp"
 #include "kernels/sgd.hpp"
@@ -397,6 +398,39 @@ TEST_CASE("cpu::best_isa names a version this CPU runs", "[kernels][cpu_gemm]") 
 #else
   REQUIRE(best == Isa::portable);
 #endif
+}
+
+namespace {
+int version_avx512() {
+  return 512;
+}
+int version_avx2() {
+  return 2;
+}
+int version_portable() {
+  return 0;
+}
+}  // namespace
+
+TEST_CASE("cpu::version picks the instruction set's version and names what a build lacks",
+          "[kernels][cpu_gemm]") {
+  using mnistdp::cpu::version;
+  using mnistdp::cpu::Versions;
+  const Versions<int()> all{&version_avx512, &version_avx2, &version_portable};
+  CHECK(version(Isa::avx512, "op", all)() == 512);
+  CHECK(version(Isa::avx2, "op", all)() == 2);
+  CHECK(version(Isa::portable, "op", all)() == 0);
+  // What a build for another CPU holds: no x86-64 versions.
+  const Versions<int()> portable_only{nullptr, nullptr, &version_portable};
+  CHECK(version(Isa::portable, "op", portable_only)() == 0);
+  CHECK_THROWS_WITH(version(Isa::avx512, "cpu::op", portable_only),
+                    "cpu::op: this build has no AVX-512 version");
+  CHECK_THROWS_WITH(version(Isa::avx2, "cpu::op", portable_only),
+                    "cpu::op: this build has no AVX2+FMA version");
+  CHECK_THROWS_WITH(version(static_cast<Isa>(7), "cpu::op", all), "cpu::op: unknown instruction set");
+  // An operation whose caller has a plain loop of its own may have no portable version.
+  const Versions<int()> vectors_only{&version_avx512, &version_avx2, nullptr};
+  CHECK(version(Isa::portable, "op", vectors_only) == nullptr);
 }
 
 #define MNISTDP_CPU_GEMM_TESTS(ISA, NAME)                                                              \
