@@ -3,6 +3,8 @@
 // version per instruction set (cpu::gemm, cpu::gather_normalize, cpu::transpose). The x86-64 versions are
 // compiled only for x86-64 targets (kernels/CMakeLists.txt), so a build for another CPU cannot name them:
 // MNISTDP_X86_VERSION(f) is f there and nullptr elsewhere, and asking for a version the build lacks throws.
+// MNISTDP_CPU_GEMM_X86 is a private definition of the mnistdp_kernels_cpu library: the macro means what it
+// says only in that library's files, and is nullptr in any other target that includes this header.
 #include <stdexcept>
 #include <string>
 
