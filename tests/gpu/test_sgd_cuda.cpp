@@ -20,7 +20,8 @@ struct NamedConfig {
 }  // namespace
 
 TEST_CASE("sgd_step matches the reference to the bit with every option", "[gpu][sgd]") {
-  const std::size_t n = GENERATE(std::size_t{1}, std::size_t{7}, std::size_t{1000}, std::size_t{203530});
+  // 203,530: the model's parameter count.
+  const std::size_t n = GENERATE(from_range(sweep<std::size_t>({1, 7, 1000, 203530}, {1, 7, 1000, 4099})));
   const NamedConfig named =
       GENERATE(NamedConfig{"plain", sgd_config(0.01f, 0.0f, 0.0f, 0.0f, false)},
                NamedConfig{"momentum", sgd_config(0.05f, 0.9f, 0.0f, 0.0f, false)},
