@@ -198,10 +198,8 @@ TEST_CASE("the weight gradient with SGD equals sgd_step to the bit with every op
                sgd_config(0.03f, 0.8f, 0.25f, 5e-4f, false), sgd_config(0.03f, 0.8f, 0.0f, 5e-4f, true));
   const bool first_step_wanted = GENERATE(false, true);  // taken only with momentum, as torch does
   // fc1's shape, or under a sanitizer one with a partial item and a partial block of the batch.
-  if (kUnderSanitizer)
-    check_weight_gradient_sgd(65, 100, 20, cfg, cfg.momentum != 0.0f && first_step_wanted);
-  else
-    check_weight_gradient_sgd(64, 784, 256, cfg, cfg.momentum != 0.0f && first_step_wanted);
+  const auto [batch, in, out] = kUnderSanitizer ? std::tuple{65, 100, 20} : std::tuple{64, 784, 256};
+  check_weight_gradient_sgd(batch, in, out, cfg, cfg.momentum != 0.0f && first_step_wanted);
 }
 
 TEST_CASE("the fused step's kernels refuse what they cannot take", "[gpu][fused_step]") {
