@@ -3,6 +3,8 @@
 // FMAs), so the results must agree to the bit, not merely within a tolerance.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+
 #include "kernels/sgd.hpp"
 #include "kernels/sgd_cuda.hpp"
 #include "tests/gpu/gpu_test_util.hpp"
@@ -30,30 +32,42 @@ TEST_CASE("sgd_step matches the reference to the bit with every option", "[gpu][
                NamedConfig{"weight decay", sgd_config(0.01f, 0.0f, 0.0f, 1e-2f, false)},
                NamedConfig{"everything", sgd_config(0.03f, 0.8f, 0.0f, 5e-4f, true)},
                NamedConfig{"dampened decay", sgd_config(0.03f, 0.8f, 0.25f, 5e-4f, false)});
-  CAPTURE(n, named.name);
+  // The kernel moves aligned buffers four elements at a time and the rest one by one: offset by one float,
+  // no buffer is 16-byte aligned.
+  const std::size_t offset = GENERATE(0, 1);
+  CAPTURE(n, named.name, offset);
   const SgdConfig& cfg = named.cfg;
   const bool with_momentum = cfg.momentum != 0.0f;
   Rng rng(n * 31 + 5);
 
   std::vector<float> params = random_floats(n, rng);
   std::vector<float> momentum(n, 0.0f);
-  auto d_params = to_device(params);
-  DeviceBuffer<float> d_grads(n);
-  DeviceBuffer<float> d_momentum(n);
+  // Each buffer holds offset + n elements and the kernel is given them from element `offset` on.
+  DeviceBuffer<float> d_params(offset + n);
+  DeviceBuffer<float> d_grads(offset + n);
+  DeviceBuffer<float> d_momentum(offset + n);
+  poison(d_params);
   poison(d_momentum);  // the first step must initialise it, not read it
+  const auto upload = [&](DeviceBuffer<float>& dev, const std::vector<float>& host) {
+    CUDA_CHECK(cudaMemcpy(dev.data() + offset, host.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+  };
+  const auto download = [&](const DeviceBuffer<float>& dev) { return to_host(dev.data() + offset, n); };
+  upload(d_params, params);
   Stream stream;
 
   // Three steps with fresh gradients: the first initialises the momentum buffer, the others update it.
   for (int step = 0; step < 3; ++step) {
     CAPTURE(step);
     const auto grads = random_floats(n, rng);
-    copy_to_device(d_grads, grads);
+    upload(d_grads, grads);
     ref::sgd_step(params.data(), grads.data(), with_momentum ? momentum.data() : nullptr, n, cfg, step == 0);
-    cuda::sgd_step(d_params.data(), d_grads.data(), with_momentum ? d_momentum.data() : nullptr, n, cfg,
-                   step == 0, stream.get());
-    const auto got = to_host(d_params);
+    cuda::sgd_step(d_params.data() + offset, d_grads.data() + offset,
+                   with_momentum ? d_momentum.data() + offset : nullptr, n, cfg, step == 0, stream.get());
+    const auto got = download(d_params);
     CHECK(max_rel_error(got, params) <= 1e-6);
     CHECK(bitwise_equal(got, params));
-    if (with_momentum) CHECK(bitwise_equal(to_host(d_momentum), momentum));
+    if (with_momentum) CHECK(bitwise_equal(download(d_momentum), momentum));
   }
+  // The element before the buffers is not theirs: still the poison.
+  if (offset == 1) CHECK(std::isnan(to_host(d_params.data(), 1).front()));
 }
