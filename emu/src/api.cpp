@@ -612,8 +612,11 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   auto counter = event->completed;
   op.run = [event, counter, generation] {
     // Runs on the engine thread; the engine's lock orders it with the host's reads of the counter. For the
-    // race checks, the record's token orders (sanitizer.hpp), not this lock.
+    // race checks, the record's token orders (sanitizer.hpp), not this lock, and the counter and the
+    // timestamp (clock_gettime writes its result on the engine's stack) are the emulator's, which records
+    // on unordered streams would otherwise race on.
     const mnistdp::emu::race::IgnoreSync bookkeeping;
+    const mnistdp::emu::race::IgnoreAccesses unseen;
     std::lock_guard lock(engine().mutex);
     counter->value = std::max(counter->value, generation);
     event->completed_ms = now_ms();
