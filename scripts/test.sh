@@ -28,8 +28,8 @@ ASAN_OPTIONS=halt_on_error=1:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_
 
 # The CUDA path on emulated devices again, under ThreadSanitizer (preset emu-tsan, docs/emulation.md): races
 # between the threads of a block, the blocks of a kernel, streams, devices and programmatic launches in every
-# kernel, three steps of every path from the command line, and the probes that it must report (and their
-# synchronised twins, which it must not).
+# kernel, the data-parallel comparisons, three steps of every path from the command line, and the probes that
+# it must report (and their synchronised twins, which it must not).
 # ThreadSanitizer maps memory for every emulated thread alive (a chain of programmatic launches holds tens of
 # thousands at once), beyond Linux's default limit of 65530 mappings a process.
 echo "==== test.sh: the CUDA path on emulated devices under ThreadSanitizer (preset emu-tsan) ===="
