@@ -50,6 +50,7 @@ TEST_CASE("sgd_step matches the reference to the bit with every option", "[gpu][
   poison(d_momentum);  // the first step must initialise it, not read it
   const auto upload = [&](DeviceBuffer<float>& dev, const std::vector<float>& host) {
     CUDA_CHECK(cudaMemcpy(dev.data() + offset, host.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaDeviceSynchronize());  // a pageable copy may still be on its way when cudaMemcpy returns
   };
   const auto download = [&](const DeviceBuffer<float>& dev) { return to_host(dev.data() + offset, n); };
   upload(d_params, params);
