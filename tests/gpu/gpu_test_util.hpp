@@ -96,11 +96,19 @@ DeviceBuffer<T> to_device(const std::vector<T>& host) {
   return dev;
 }
 
+// dev: [host.size()] device memory. Returns once the copy has landed (a pageable copy may still be on its way
+// when cudaMemcpy returns, and the kernels under test run on non-blocking streams).
+template <typename T>
+void copy_to_device(T* dev, const std::vector<T>& host) {
+  if (!host.empty())
+    CUDA_CHECK(cudaMemcpy(dev, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaDeviceSynchronize());
+}
+
 template <typename T>
 void copy_to_device(DeviceBuffer<T>& dev, const std::vector<T>& host) {
   REQUIRE(dev.size() == host.size());
-  if (!host.empty()) CUDA_CHECK(cudaMemcpy(dev.data(), host.data(), dev.bytes(), cudaMemcpyHostToDevice));
-  CUDA_CHECK(cudaDeviceSynchronize());
+  copy_to_device(dev.data(), host);
 }
 
 // Waits for all work on the device (the kernels under test run on their own non-blocking streams), then

@@ -48,19 +48,15 @@ TEST_CASE("sgd_step matches the reference to the bit with every option", "[gpu][
   DeviceBuffer<float> d_momentum(offset + n);
   poison(d_params);
   poison(d_momentum);  // the first step must initialise it, not read it
-  const auto upload = [&](DeviceBuffer<float>& dev, const std::vector<float>& host) {
-    CUDA_CHECK(cudaMemcpy(dev.data() + offset, host.data(), n * sizeof(float), cudaMemcpyHostToDevice));
-    CUDA_CHECK(cudaDeviceSynchronize());  // a pageable copy may still be on its way when cudaMemcpy returns
-  };
   const auto download = [&](const DeviceBuffer<float>& dev) { return to_host(dev.data() + offset, n); };
-  upload(d_params, params);
+  copy_to_device(d_params.data() + offset, params);
   Stream stream;
 
   // Three steps with fresh gradients: the first initialises the momentum buffer, the others update it.
   for (int step = 0; step < 3; ++step) {
     CAPTURE(step);
     const auto grads = random_floats(n, rng);
-    upload(d_grads, grads);
+    copy_to_device(d_grads.data() + offset, grads);
     ref::sgd_step(params.data(), grads.data(), with_momentum ? momentum.data() : nullptr, n, cfg, step == 0);
     cuda::sgd_step(d_params.data() + offset, d_grads.data() + offset,
                    with_momentum ? d_momentum.data() + offset : nullptr, n, cfg, step == 0, stream.get());
