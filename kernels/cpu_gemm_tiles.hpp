@@ -43,11 +43,12 @@ constexpr int kRows = V::kAccumulators / NV;
 
 // A's k-slice, either read where it lies or packed in panels of P rows, panel after panel, each [l][r] (the
 // last panel as high as the rows left), so that a tile of P rows reads its broadcasts from one contiguous run
-// of (k1 - k0) P floats. Packing costs one pass over the slice and pays where several column blocks read all
-// of A (the weight gradient's 13 blocks of 64 columns): read where it lies, A's rows are as far apart as its
-// row stride, and a [l][row] transpose of the whole slice puts a tile's rows for successive l a whole row of
-// the transpose apart, 1 KiB for 256 rows: the lines of one tile then fall into a few of the L1 cache's sets
-// and evict one another.
+// of (k1 - k0) P floats. Packing costs one pass over the slice, and pays only where A is read down its
+// columns (a_col_stride != 1) by several column blocks: such a [l][row] layout puts a tile's rows for
+// successive l a whole row apart, 1 KiB for 256 rows, and the lines of one tile then fall into a few of the
+// L1 cache's sets and evict one another. A stored by rows is read where it lies, each of a tile's rows in
+// order; packing the weight gradient's (dyT, rows of 64 floats one after another) made that product slower,
+// 133 us against 125 on a Xeon with AVX-512.
 struct APanel {
   const Gemm& g;
   const Pass& pass;
@@ -84,13 +85,28 @@ inline void tile(const Gemm& g, const Pass& pass, const ATile& a, int row0, int 
     return (Partial && v == NV - 1) ? V::load_part(p, last_lanes) : V::load(p);
   };
 
+  // Each of the tile's options is tested once for the whole tile, not once a vector: a tile of the weight
+  // gradient sums over only 64 values of k, and with a branch per vector in its epilogue that product and its
+  // SGD step took 137 us against 126.
   T acc[R][NV];
+  const auto for_each = [](auto&& f) {
 #pragma GCC unroll 32
-  for (int r = 0; r < R; ++r)
+    for (int r = 0; r < R; ++r)
 #pragma GCC unroll 32
-    for (int v = 0; v < NV; ++v)
-      acc[r][v] = pass.first ? V::zero() : load(g.c + (row0 + r) * g.ldc + col0 + v * L, v);
+      for (int v = 0; v < NV; ++v)
+        f(r, v);
+  };
+  const auto at = [&](auto* p, std::ptrdiff_t stride, int r, int v) {
+    return p + (row0 + r) * stride + col0 + v * L;
+  };
+  if (pass.first)
+    for_each([&](int r, int v) { acc[r][v] = V::zero(); });
+  else
+    for_each([&](int r, int v) { acc[r][v] = load(at(g.c, g.ldc, r, v), v); });
 
+#pragma GCC unroll 4
+  // Unrolled, so that the loop's own three scalar instructions (beside 24 multiply-adds in the widest tile)
+  // take fewer of the ports the multiply-adds need.
   for (int l = pass.k0; l < pass.k1; ++l) {
     const float* b = g.b + l * g.ldb + col0;
     const float* a_l = a.at + (l - pass.k0) * a.col_stride;
@@ -107,34 +123,36 @@ inline void tile(const Gemm& g, const Pass& pass, const ATile& a, int row0, int 
     }
   }
 
+  const auto store = [last_lanes](float* p, T x, int v) {
+    if (Partial && v == NV - 1)
+      V::store_part(p, x, last_lanes);
+    else
+      V::store(p, x);
+  };
   const Epilogue& e = g.epilogue;
-  const T lr = V::set1(e.sgd_lr), weight_decay = V::set1(e.sgd_weight_decay);
-#pragma GCC unroll 32
-  for (int r = 0; r < R; ++r) {
-    float* c = g.c + (row0 + r) * g.ldc + col0;
-    const T bias = V::set1(pass.last && e.row_bias != nullptr ? e.row_bias[row0 + r] : 0.0f);
-#pragma GCC unroll 32
-    for (int v = 0; v < NV; ++v) {
-      T x = acc[r][v];
-      if (pass.last) {
-        if (e.row_bias != nullptr) x = V::add(x, bias);  // the product, then + b, as ref:: rounds it
-        if (e.relu) x = V::relu(x);
-        if (e.mask != nullptr)
-          x = V::zero_where_not_positive(load(e.mask + (row0 + r) * e.mask_stride + col0 + v * L, v), x);
-      }
-      float* out = c + v * L;
-      if (pass.last && e.sgd_params != nullptr) {
-        out = e.sgd_params + (row0 + r) * e.sgd_stride + col0 + v * L;  // the parameters are what is stored
-        const T param = load(out, v);
-        if (e.sgd_weight_decay != 0.0f) x = V::add(x, V::mul(weight_decay, param));
-        x = V::sub(param, V::mul(lr, x));  // ref::sgd_step's p - lr * g
-      }
-      if (Partial && v == NV - 1)
-        V::store_part(out, x, last_lanes);
-      else
-        V::store(out, x);
+  if (pass.last) {
+    if (e.row_bias != nullptr)  // the product, then + b, as ref:: rounds it
+      for_each([&](int r, int v) { acc[r][v] = V::add(acc[r][v], V::set1(e.row_bias[row0 + r])); });
+    if (e.relu) for_each([&](int r, int v) { acc[r][v] = V::relu(acc[r][v]); });
+    if (e.mask != nullptr)
+      for_each([&](int r, int v) {
+        acc[r][v] = V::zero_where_not_positive(load(at(e.mask, e.mask_stride, r, v), v), acc[r][v]);
+      });
+    if (e.sgd_params != nullptr) {  // the parameters are what is stored: ref::sgd_step's p - lr * g
+      const T lr = V::set1(e.sgd_lr), weight_decay = V::set1(e.sgd_weight_decay);
+      if (e.sgd_weight_decay != 0.0f)
+        for_each([&](int r, int v) {
+          const T param = load(at(e.sgd_params, e.sgd_stride, r, v), v);
+          acc[r][v] = V::add(acc[r][v], V::mul(weight_decay, param));
+        });
+      for_each([&](int r, int v) {
+        float* p = at(e.sgd_params, e.sgd_stride, r, v);
+        store(p, V::sub(load(p, v), V::mul(lr, acc[r][v])), v);
+      });
+      return;
     }
   }
+  for_each([&](int r, int v) { store(at(g.c, g.ldc, r, v), acc[r][v], v); });
 }
 
 // Every row of C for one column block, kRows rows a tile and the rows left over in one smaller tile.
@@ -178,15 +196,18 @@ void run(const Gemm& g) {
   constexpr int block_columns = V::kTileVectors * V::kLanes;
   // Grown to the largest slice a thread has packed, then reused: no allocation in a steady state.
   thread_local std::vector<float> packed;
-  const bool pack_a = g.n > block_columns && g.k > 0;
+  const bool pack_a = g.n > block_columns && g.k > 0 && g.a_col_stride != 1;
   if (pack_a && packed.size() < static_cast<std::size_t>(g.m) * V::kDepth)
     packed.resize(static_cast<std::size_t>(g.m) * V::kDepth);
   // k-slices outermost, so that a column block's slice of B stays in L1 while every row tile of A passes over
-  // it; the partial sums wait in C between slices. k = 0 still makes one pass, which writes the epilogue of
-  // zero sums.
-  for (int k0 = 0; k0 < g.k || k0 == 0; k0 += V::kDepth) {
-    const int k1 = k0 + V::kDepth < g.k ? k0 + V::kDepth : g.k;
-    const Pass pass{k0, k1, k0 == 0, k1 == g.k};
+  // it; the partial sums wait in C between slices. The passes are as deep as one another, at most kDepth: a
+  // short last pass (16 of fc1's 784 = 6 x 128 + 16) would pay a whole pass's loads and stores of C for few
+  // multiply-adds. k = 0 still makes one pass, which writes the epilogue of zero sums.
+  const int passes = g.k > 0 ? (g.k + V::kDepth - 1) / V::kDepth : 1;
+  for (int index = 0; index < passes; ++index) {
+    const int k0 = static_cast<int>(static_cast<long long>(g.k) * index / passes);
+    const int k1 = static_cast<int>(static_cast<long long>(g.k) * (index + 1) / passes);
+    const Pass pass{k0, k1, index == 0, index == passes - 1};
     constexpr int panel_rows = kRows<V, V::kTileVectors>;
     if (pack_a) pack(g, pass, panel_rows, packed.data());
     const APanel a{g, pass, pack_a ? packed.data() : nullptr, panel_rows};
