@@ -35,7 +35,9 @@ CpuReplica::CpuReplica(const DataSplits& data, int index, int threads)
       params_(ParamLayout::kCount),
       grads_(ParamLayout::kGradCount),
       fc2_dwT_(static_cast<std::size_t>(kHid) * kOut),
-      team_(threads) {}
+      team_(threads) {
+  inputs_.resize(static_cast<std::size_t>(team_.size()));
+}
 
 std::string CpuReplica::description() const {
   return team_.size() == 1 ? fmt::format("cpu:{}", index_)
@@ -86,9 +88,11 @@ void CpuReplica::set_epoch_order(std::span<const std::int32_t> order) {
 void CpuReplica::reserve_rows(int rows) {
   if (rows <= capacity_rows_) return;
   const auto n = static_cast<std::size_t>(rows);
-  x_.resize(n * kIn);
-  xT_.resize(n * kIn);
-  y_.resize(n);
+  for (Inputs& in : inputs_) {
+    in.x.resize(n * kIn);
+    in.xT.resize(n * kIn);
+    in.y.resize(n);
+  }
   hiddenT_.resize(n * kHid);
   logitsT_.resize(n * kOut);
   logits_.resize(n * kOut);
@@ -99,17 +103,16 @@ void CpuReplica::reserve_rows(int rows) {
   capacity_rows_ = rows;
 }
 
-void CpuReplica::forward(int rows, cpu::Part part) {
+void CpuReplica::forward(const float* xT, int rows, cpu::Part part) {
   const auto p = ParamViews<const float>::of(params_.data());
-  cpu::transpose(isa_, x_.data(), xT_.data(), rows, kIn, part);
+  cpu::linear_forward(isa_, p.fc1_weight, p.fc1_bias, xT, hiddenT_.data(), {rows, kIn, kHid}, /*relu=*/true,
+                      part);
   team_.barrier();
-  cpu::linear_forward(isa_, p.fc1_weight, p.fc1_bias, xT_.data(), hiddenT_.data(), {rows, kIn, kHid},
-                      /*relu=*/true, part);
-  team_.barrier();
+  // fc2 is too small to split: its ten rows would all be one member's anyway.
+  if (part.index != 0) return;
   cpu::linear_forward(isa_, p.fc2_weight, p.fc2_bias, hiddenT_.data(), logitsT_.data(), {rows, kHid, kOut},
-                      /*relu=*/false, part);
-  team_.barrier();
-  if (part.index == 0) cpu::transpose(isa_, logitsT_.data(), logits_.data(), kOut, rows);
+                      /*relu=*/false);
+  cpu::transpose(isa_, logitsT_.data(), logits_.data(), kOut, rows);
 }
 
 void CpuReplica::compute_gradients(int first, int count, int global_batch) {
@@ -139,18 +142,16 @@ void CpuReplica::gradients(int first, int count, int global_batch, const SgdConf
     const cpu::Part part{member, team_.size()};
     const bool lead = member == 0;  // marks the timeline and does the few small serial pieces
     if (lead) timeline_.mark(Mark::gather);
-    const cpu::Range rows = cpu::share(count, part, 1);
-    cpu::gather_normalize(isa_, data_.train.images.data(), data_.train.labels.data(),
-                          order_.data() + first + rows.begin,
-                          x_.data() + static_cast<std::size_t>(rows.begin) * kIn, y_.data() + rows.begin,
-                          rows.end - rows.begin, kIn);
-    team_.barrier();
+    Inputs& in = inputs_[static_cast<std::size_t>(member)];
+    cpu::gather_normalize(isa_, data_.train.images.data(), data_.train.labels.data(), order_.data() + first,
+                          in.x.data(), in.y.data(), count, kIn);
+    cpu::transpose(isa_, in.x.data(), in.xT.data(), count, kIn);
     if (lead) timeline_.mark(Mark::forward);
-    forward(count, part);
+    forward(in.xT.data(), count, part);
 
     if (lead) {
       timeline_.mark(Mark::loss);
-      grads_[ParamLayout::kLossSlot] = ref::softmax_xent(logits_.data(), y_.data(), dlogits_.data(), count,
+      grads_[ParamLayout::kLossSlot] = ref::softmax_xent(logits_.data(), in.y.data(), dlogits_.data(), count,
                                                          kOut, 1.0f / static_cast<float>(global_batch));
       cpu::transpose(isa_, dlogits_.data(), dlogitsT_.data(), count, kOut);
       timeline_.mark(Mark::backward);
@@ -166,13 +167,13 @@ void CpuReplica::gradients(int first, int count, int global_batch, const SgdConf
     const cpu::WeightUpdate fc1_update{params_.data() + ParamLayout::kFc1Weight,
                                        fused_sgd != nullptr ? fused_sgd->lr : 0.0f,
                                        fused_sgd != nullptr ? fused_sgd->weight_decay : 0.0f};
-    cpu::weight_gradient(isa_, dhiddenT_.data(), x_.data(), ones_.data(), g.fc1_weight, g.fc1_bias, fc1, part,
-                         fused_sgd != nullptr ? &fc1_update : nullptr);
-    // The rows of this replica's next step, fetched into the cache while this one computes: the training set
-    // is larger than the cache, and an image's 13 cache lines would otherwise each wait on memory in the
-    // gather.
+    cpu::weight_gradient(isa_, dhiddenT_.data(), in.x.data(), ones_.data(), g.fc1_weight, g.fc1_bias, fc1,
+                         part, fused_sgd != nullptr ? &fc1_update : nullptr);
+    // The rows of this replica's next step, fetched into this core's cache while this step computes: the
+    // training set is larger than the cache, and an image's 13 cache lines would otherwise each wait on
+    // memory in the gather.
     const std::size_t next = static_cast<std::size_t>(first) + static_cast<std::size_t>(global_batch);
-    for (int r = rows.begin; r < rows.end && next + static_cast<std::size_t>(r) < order_.size(); ++r) {
+    for (int r = 0; r < count && next + static_cast<std::size_t>(r) < order_.size(); ++r) {
       const std::uint8_t* image = data_.train.images.data() +
                                   static_cast<std::size_t>(order_[next + static_cast<std::size_t>(r)]) * kIn;
       for (int byte = 0; byte < kIn; byte += 64)
@@ -214,11 +215,17 @@ EvalResult CpuReplica::evaluate() {
   for (int first = 0; first < test.count; first += kEvalChunk) {
     const int count = std::min(kEvalChunk, test.count - first);
     std::iota(rows.begin(), rows.begin() + count, first);
-    cpu::gather_normalize(isa_, test.images.data(), test.labels.data(), rows.data(), x_.data(), y_.data(),
+    Inputs& in = inputs_.front();
+    cpu::gather_normalize(isa_, test.images.data(), test.labels.data(), rows.data(), in.x.data(), in.y.data(),
                           count, kIn);
-    team_.run([&](int member) { forward(count, {member, team_.size()}); });
-    result.loss_sum += ref::softmax_xent(logits_.data(), y_.data(), /*dlogits=*/nullptr, count, kOut, 1.0f);
-    result.correct += ref::count_correct(logits_.data(), y_.data(), count, kOut);
+    team_.run([&](int member) {
+      const cpu::Part part{member, team_.size()};
+      cpu::transpose(isa_, in.x.data(), in.xT.data(), count, kIn, part);
+      team_.barrier();
+      forward(in.xT.data(), count, part);
+    });
+    result.loss_sum += ref::softmax_xent(logits_.data(), in.y.data(), /*dlogits=*/nullptr, count, kOut, 1.0f);
+    result.correct += ref::count_correct(logits_.data(), in.y.data(), count, kOut);
     result.count += count;
   }
   return result;

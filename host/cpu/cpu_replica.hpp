@@ -41,9 +41,9 @@ class CpuReplica final : public Replica {
  private:
   // Resizes the activations for `rows` rows; a no-op once they are large enough.
   void reserve_rows(int rows);
-  // One member's part of the forward pass over x_ (rows already gathered) into logits_; every member must
-  // call it (it has barriers).
-  void forward(int rows, cpu::Part part);
+  // One member's part of the forward pass from xT into logits_: every member calls it (it has a barrier), and
+  // logits_ is complete for all once they have passed the next barrier (or the team's run has returned).
+  void forward(const float* xT, int rows, cpu::Part part);
   // compute_gradients, with fc1's weight updated as fused_sgd says instead of its gradient stored where set.
   void gradients(int first, int count, int global_batch, const SgdConfig* fused_sgd);
   // sgd_step over the parameters from `begin` on.
@@ -61,9 +61,16 @@ class CpuReplica final : public Replica {
   // Activations, row-major: by rows ([rows, width]) where the name says nothing, feature-major ([width,
   // rows], kernels/linear_cpu.hpp) where it ends in T.
   int capacity_rows_ = 0;
-  CacheAlignedVector<float> x_;         // [rows, 784]
-  CacheAlignedVector<float> xT_;        // [784, rows]
-  std::vector<std::uint8_t> y_;         // [rows]
+  // The batch, gathered whole by every member of the team into its own copy. The images are read-only and
+  // shared by the cores' caches, while a buffer one core writes and another reads crosses between their
+  // caches in every step: split among two threads, the gather and its transpose, and the products reading
+  // their halves from the other core, cost more than each thread gathering it all.
+  struct Inputs {
+    CacheAlignedVector<float> x;   // [rows, 784]
+    CacheAlignedVector<float> xT;  // [784, rows]
+    std::vector<std::uint8_t> y;   // [rows]
+  };
+  std::vector<Inputs> inputs_;          // [team size]
   CacheAlignedVector<float> hiddenT_;   // [256, rows] after ReLU
   CacheAlignedVector<float> logitsT_;   // [10, rows]
   CacheAlignedVector<float> logits_;    // [rows, 10]
