@@ -13,7 +13,8 @@
 #        python (default: the environment bench/peers/make_torch2_venv.sh makes, where it exists; none: skip).
 #        The table adds each run's GFLOP/s (the products of a step, 2 x 64 x (2 x 784 x 256 + 3 x 256 x 10)
 #        floating-point operations, over the time) and its time over the floor: those products at one core's
-#        peak (mnist-dp-gemm-survey --peak, FMA chains in the widest vectors) times the thread count.
+#        peak (mnist-dp-gemm-survey --peak, FMA chains in the widest vectors; the highest of one measurement before
+#        each round) times the thread count.
 #   cuda (default when nvidia-smi works): mnist-dp --device cuda once per --gemm (naive,tiled,blocked,slab,cublas),
 #        and PyTorch eager with the data on the device (tensor), compile and graphs, with `python3`. --graphs adds a
 #        run per --gemm with mnist-dp's --cuda-graphs (each step replayed as a CUDA graph), named ...-graphs, and
@@ -90,9 +91,7 @@ if [ "$torch2" != none ]; then
   "$torch2" -c "import torch, numpy" 2>/dev/null ||
     { echo "compare.sh: --torch2 $torch2 has no PyTorch and NumPy (bench/peers/make_torch2_venv.sh)" >&2; exit 1; }
 fi
-peak_json='{"peak_gflops": null, "peak_isa": "unmeasured"}'
 survey=$(dirname "$binary")/mnist-dp-gemm-survey
-[ -x "$survey" ] && peak_json=$("$survey" --peak)
 [ -n "$coretype" ] && export OPENBLAS_CORETYPE=$coretype
 # One thread count for everyone: OpenBLAS (mnist-dp and PyTorch's BLAS) and PyTorch's own intra-op pool.
 export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads
@@ -114,18 +113,6 @@ if [ -z "$commit" ]; then
   commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
   [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ] && commit="$commit+dirty"
 fi
-cat >"$out/runs/machine.json" <<EOF
-{"date": "$(date -u +%Y-%m-%dT%H:%M:%SZ)", "host": "$(hostname -s)",
- "cpu": "$(lscpu | sed -n 's/^Model name: *//p' | head -1)", "cpus": $(getconf _NPROCESSORS_ONLN),
- "cpu_flags_avx512f": $(grep -q avx512f /proc/cpuinfo && echo true || echo false),
- "openblas_core": "$openblas_core", "openblas_coretype_env": "${OPENBLAS_CORETYPE:-}",
- "device": "$device", "gpu": "$gpu", "driver": "$driver", "commit": "$commit",
- "epochs": $epochs, "threads": $threads, "data": "$data", "python": "$("$python" -c 'import sys; print(sys.version.split()[0])')",
- "torch": "$("$python" -c 'import torch; print(torch.__version__)')", "rounds": $rounds,
- "torch2": "$([ "$torch2" != none ] && "$torch2" -c 'import torch; print(torch.__version__)')",
- "peak": $peak_json,
- "load_average_before": $load_before}
-EOF
 
 failed=0
 round=1
@@ -155,7 +142,11 @@ run_peer() {  # variant [python name-prefix]
 
 IFS=, read -r -a gemm_list <<<"$gemms"
 IFS=, read -r -a peer_list <<<"$peers"
+# One core's peak, measured before every round: a shared machine's speed drifts, and the highest measurement
+# is the floor that is not flattered by a slow moment.
+: >"$out/runs/peaks.jsonl"
 for ((round = 1; round <= rounds; round++)); do
+  [ "$device" = cpu ] && [ -x "$survey" ] && "$survey" --peak >>"$out/runs/peaks.jsonl"
   if [ "$device" = cpu ]; then
     run_mnistdp mnistdp-cpu --device cpu
   else
@@ -177,6 +168,23 @@ for ((round = 1; round <= rounds; round++)); do
 done
 
 cut -d' ' -f1 /proc/loadavg >"$out/runs/load_after.txt"
+peak_json=$("$python" -c 'import json, sys
+peaks = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
+best = max(peaks, key=lambda p: p["peak_gflops"]) if peaks else {"peak_gflops": None, "peak_isa": "unmeasured"}
+best["peak_gflops_measured"] = [p["peak_gflops"] for p in peaks]
+print(json.dumps(best))' "$out/runs/peaks.jsonl")
+cat >"$out/runs/machine.json" <<EOF
+{"date": "$(date -u +%Y-%m-%dT%H:%M:%SZ)", "host": "$(hostname -s)",
+ "cpu": "$(lscpu | sed -n 's/^Model name: *//p' | head -1)", "cpus": $(getconf _NPROCESSORS_ONLN),
+ "cpu_flags_avx512f": $(grep -q avx512f /proc/cpuinfo && echo true || echo false),
+ "openblas_core": "$openblas_core", "openblas_coretype_env": "${OPENBLAS_CORETYPE:-}",
+ "device": "$device", "gpu": "$gpu", "driver": "$driver", "commit": "$commit",
+ "epochs": $epochs, "threads": $threads, "data": "$data", "python": "$("$python" -c 'import sys; print(sys.version.split()[0])')",
+ "torch": "$("$python" -c 'import torch; print(torch.__version__)')", "rounds": $rounds,
+ "torch2": "$([ "$torch2" != none ] && "$torch2" -c 'import torch; print(torch.__version__)')",
+ "peak": $peak_json,
+ "load_average_before": $load_before}
+EOF
 "$python" bench/compare_report.py "$out"
 if [ "$plot" = 1 ]; then
   plotter=""

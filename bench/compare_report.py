@@ -12,7 +12,8 @@ samples and steps. "x mnist-dp" is the configuration's headline time over mnist-
 or cuda with --gemm blocked): above 1, mnist-dp is faster. On the CPU, GFLOP/s is the products of an epoch's steps
 (2 x rows x (2 x 784 x 256 + 3 x 256 x 10): fc1 and fc2 forward, both weight gradients, fc2's input gradient) over
 the headline time, and "x floor" the headline time over those products at the peak machine.json records (one
-core's, FMA chains in its widest vectors, times the thread count).
+core's, FMA chains in its widest vectors, the highest of the measurements compare.sh made before each round, times
+the thread count).
 """
 import json
 import os
@@ -196,8 +197,11 @@ def main():
     cpu = machine["device"] == "cpu"
     peak = (machine.get("peak") or {}).get("peak_gflops")
     if cpu and peak:
-        lines += [f"Peak: {peak:.1f} GFLOP/s a core ({machine['peak']['peak_isa']}), so the floor of an epoch's "
-                  f"products is {PRODUCT_FLOP_PER_ROW * 60000 / (peak * 1e9 * machine['threads']):.3f} s "
+        measured = machine["peak"].get("peak_gflops_measured") or [peak]
+        spread = (f"the highest of {len(measured)} measurements, one before each round, from "
+                  f"{min(measured):.1f} up" if len(measured) > 1 else "one measurement")
+        lines += [f"Peak: {peak:.1f} GFLOP/s a core ({machine['peak']['peak_isa']}; {spread}), so the floor of an "
+                  f"epoch's products is {PRODUCT_FLOP_PER_ROW * 60000 / (peak * 1e9 * machine['threads']):.3f} s "
                   f"on {machine['threads']} thread(s); x floor: time over it.", ""]
     extra_head = " GFLOP/s | x floor |" if cpu else ""
     lines += [

@@ -16,16 +16,21 @@ float softmax_xent(const float* logits,         // [batch, classes]
     float m = z[0];
     for (int j = 1; j < classes; ++j)
       m = z[j] > m ? z[j] : m;
+    // Each exponential once: kept in dz until the sum is known (the costliest part of the loss on the CPU).
+    float* dz = dlogits != nullptr ? dlogits + static_cast<std::size_t>(i) * static_cast<std::size_t>(classes)
+                                   : nullptr;
     float sum = 0.0f;
-    for (int j = 0; j < classes; ++j)
-      sum += std::exp(z[j] - m);
+    for (int j = 0; j < classes; ++j) {
+      const float e = std::exp(z[j] - m);
+      if (dz != nullptr) dz[j] = e;
+      sum += e;
+    }
     const float lse = std::log(sum);  // sum >= 1, so the log is finite
     const int label = labels[i];
     loss_sum += static_cast<double>(lse - (z[label] - m));
-    if (dlogits == nullptr) continue;
-    float* dz = dlogits + static_cast<std::size_t>(i) * static_cast<std::size_t>(classes);
+    if (dz == nullptr) continue;
     for (int j = 0; j < classes; ++j) {
-      const float p = std::exp(z[j] - m) / sum;
+      const float p = dz[j] / sum;
       dz[j] = (p - (j == label ? 1.0f : 0.0f)) * grad_scale;
     }
   }
