@@ -1,17 +1,33 @@
 #include "kernels/gather_cpu.hpp"
 
+#include <cstddef>
+
 #include "kernels/cpu_isa_dispatch.hpp"
 #include "kernels/gather.hpp"
 
 namespace mnistdp::cpu {
+namespace {
+
+void gather_normalize_portable(const std::uint8_t* images, const std::uint8_t* labels,
+                               const std::int32_t* indices, float* x, float* xT, std::uint8_t* y, int batch,
+                               int pixels) {
+  ref::gather_normalize(images, labels, indices, x, y, batch, pixels);
+  if (xT == nullptr) return;
+  for (int i = 0; i < batch; ++i)
+    for (int p = 0; p < pixels; ++p)
+      xT[static_cast<std::size_t>(p) * batch + i] = x[static_cast<std::size_t>(i) * pixels + p];
+}
+
+}  // namespace
 
 void gather_normalize(Isa isa, const std::uint8_t* images, const std::uint8_t* labels,
-                      const std::int32_t* indices, float* x, std::uint8_t* y, int batch, int pixels) {
-  using Fn =
-      void(const std::uint8_t*, const std::uint8_t*, const std::int32_t*, float*, std::uint8_t*, int, int);
+                      const std::int32_t* indices, float* x, float* xT, std::uint8_t* y, int batch,
+                      int pixels) {
+  using Fn = void(const std::uint8_t*, const std::uint8_t*, const std::int32_t*, float*, float*,
+                  std::uint8_t*, int, int);
   version<Fn>(isa, "cpu::gather_normalize",
               {MNISTDP_X86_VERSION(gather_normalize_avx512), MNISTDP_X86_VERSION(gather_normalize_avx2),
-               &ref::gather_normalize})(images, labels, indices, x, y, batch, pixels);
+               &gather_normalize_portable})(images, labels, indices, x, xT, y, batch, pixels);
 }
 
 }  // namespace mnistdp::cpu

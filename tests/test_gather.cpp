@@ -76,7 +76,8 @@ TEST_CASE("gather_normalize picks rows and labels in index order", "[kernels][ga
 namespace {
 
 // Every pixel value in every position of a vector, rows whose width leaves a remainder against 16 and 8,
-// indices out of order and repeated: each version's x to the bit of ref::'s, every element written over NaN.
+// indices out of order and repeated: each version's x, and its xT where asked for, to the bit of ref::'s,
+// every element written over NaN.
 void check_cpu_gather(mnistdp::cpu::Isa isa) {
   std::mt19937 rng(5);
   for (const int pixels : {1, 7, 8, 16, 33, 784}) {
@@ -91,15 +92,24 @@ void check_cpu_gather(mnistdp::cpu::Isa isa) {
       index = static_cast<std::int32_t>(rng() % images);
     const int batch = static_cast<int>(indices.size());
     const std::size_t n = static_cast<std::size_t>(batch) * pixels;
-    std::vector<float> want(n), got(n, std::numeric_limits<float>::quiet_NaN());
-    std::vector<std::uint8_t> want_y(batch), got_y(batch, 255);
+    std::vector<float> want(n), want_T(n);
+    std::vector<std::uint8_t> want_y(batch);
     mnistdp::ref::gather_normalize(data.data(), labels.data(), indices.data(), want.data(), want_y.data(),
                                    batch, pixels);
-    mnistdp::cpu::gather_normalize(isa, data.data(), labels.data(), indices.data(), got.data(), got_y.data(),
-                                   batch, pixels);
-    INFO(pixels << " pixels");
-    REQUIRE(std::memcmp(got.data(), want.data(), n * sizeof(float)) == 0);
-    REQUIRE(got_y == want_y);
+    for (int i = 0; i < batch; ++i)
+      for (int p = 0; p < pixels; ++p)
+        want_T[static_cast<std::size_t>(p) * batch + i] = want[static_cast<std::size_t>(i) * pixels + p];
+    // Without xT, and with it (the batch of 67 rows leaves 3 past the last block of 16, 3 past that of 8).
+    for (const bool transposed : {false, true}) {
+      std::vector<float> got(n, std::numeric_limits<float>::quiet_NaN()), got_T(n, got[0]);
+      std::vector<std::uint8_t> got_y(batch, 255);
+      mnistdp::cpu::gather_normalize(isa, data.data(), labels.data(), indices.data(), got.data(),
+                                     transposed ? got_T.data() : nullptr, got_y.data(), batch, pixels);
+      INFO(pixels << " pixels, " << (transposed ? "with" : "without") << " xT");
+      REQUIRE(std::memcmp(got.data(), want.data(), n * sizeof(float)) == 0);
+      REQUIRE(got_y == want_y);
+      if (transposed) REQUIRE(std::memcmp(got_T.data(), want_T.data(), n * sizeof(float)) == 0);
+    }
   }
 }
 

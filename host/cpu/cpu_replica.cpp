@@ -144,8 +144,7 @@ void CpuReplica::gradients(int first, int count, int global_batch, const SgdConf
     if (lead) timeline_.mark(Mark::gather);
     Inputs& in = inputs_[static_cast<std::size_t>(member)];
     cpu::gather_normalize(isa_, data_.train.images.data(), data_.train.labels.data(), order_.data() + first,
-                          in.x.data(), in.y.data(), count, kIn);
-    cpu::transpose(isa_, in.x.data(), in.xT.data(), count, kIn);
+                          in.x.data(), in.xT.data(), in.y.data(), count, kIn);
     if (lead) timeline_.mark(Mark::forward);
     forward(in.xT.data(), count, part);
 
@@ -216,14 +215,9 @@ EvalResult CpuReplica::evaluate() {
     const int count = std::min(kEvalChunk, test.count - first);
     std::iota(rows.begin(), rows.begin() + count, first);
     Inputs& in = inputs_.front();
-    cpu::gather_normalize(isa_, test.images.data(), test.labels.data(), rows.data(), in.x.data(), in.y.data(),
-                          count, kIn);
-    team_.run([&](int member) {
-      const cpu::Part part{member, team_.size()};
-      cpu::transpose(isa_, in.x.data(), in.xT.data(), count, kIn, part);
-      team_.barrier();
-      forward(in.xT.data(), count, part);
-    });
+    cpu::gather_normalize(isa_, test.images.data(), test.labels.data(), rows.data(), in.x.data(),
+                          in.xT.data(), in.y.data(), count, kIn);
+    team_.run([&](int member) { forward(in.xT.data(), count, {member, team_.size()}); });
     result.loss_sum += ref::softmax_xent(logits_.data(), in.y.data(), /*dlogits=*/nullptr, count, kOut, 1.0f);
     result.correct += ref::count_correct(logits_.data(), in.y.data(), count, kOut);
     result.count += count;

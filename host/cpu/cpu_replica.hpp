@@ -61,10 +61,11 @@ class CpuReplica final : public Replica {
   // Activations, row-major: by rows ([rows, width]) where the name says nothing, feature-major ([width,
   // rows], kernels/linear_cpu.hpp) where it ends in T.
   int capacity_rows_ = 0;
-  // The batch, gathered whole by every member of the team into its own copy. The images are read-only and
-  // shared by the cores' caches, while a buffer one core writes and another reads crosses between their
-  // caches in every step: split among two threads, the gather and its transpose, and the products reading
-  // their halves from the other core, cost more than each thread gathering it all.
+  // The batch, gathered whole (by rows and feature-major at once) by every member of the team into its own
+  // copy. The images are read-only and shared by the cores' caches, while a buffer one core writes and
+  // another reads crosses between their caches in every step: split among two threads, the gather and its
+  // transpose, and the products reading their halves from the other core, cost more than each thread
+  // gathering it all.
   struct Inputs {
     CacheAlignedVector<float> x;   // [rows, 784]
     CacheAlignedVector<float> xT;  // [784, rows]
