@@ -350,6 +350,9 @@ int main(int argc, char** argv) try {
     detail = cblas->detail;
 #if defined(MNISTDP_SURVEY_DNNL)
   } else if (library == "dnnl") {
+    // One thread, as for every library: Debian's oneDNN runs on OpenMP, whose default is every core, and
+    // OMP_NUM_THREADS is read once, when its runtime loads, before anything here could set it.
+    if (auto set = reinterpret_cast<void (*)(int)>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"))) set(1);
     const dnnl_version_t* v = dnnl_version();
     detail = fmt::format("oneDNN {}.{}.{}, ISA {}", v->major, v->minor, v->patch,
                          static_cast<int>(dnnl_get_effective_cpu_isa()));
