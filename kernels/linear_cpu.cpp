@@ -80,6 +80,19 @@ void linear_forward(Isa isa, const float* w, const float* b, const float* xT, fl
   gemm(isa, g);
 }
 
+void linear_forward_by_columns(Isa isa, const float* w, const float* b, const float* xT, float* yT,
+                               LinearShape s, bool relu, Part part) {
+  const Range columns = share(s.batch, part, kBatchAlign);
+  Gemm g;
+  g.m = s.out, g.n = columns.end - columns.begin, g.k = s.in;
+  g.a = w, g.a_row_stride = s.in, g.a_col_stride = 1;
+  g.b = xT + columns.begin, g.ldb = s.batch;
+  g.c = yT + columns.begin, g.ldc = s.batch;
+  g.epilogue.row_bias = b;
+  g.epilogue.relu = relu;
+  gemm(isa, g);
+}
+
 void weight_gradient(Isa isa, const float* dyT, const float* x, const float* ones, float* dw, float* db,
                      LinearShape s, Part part, const WeightUpdate* update) {
   const Range rows = share(s.out, part, kRowAlign);

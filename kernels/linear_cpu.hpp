@@ -47,6 +47,19 @@ struct WeightUpdate {
   float weight_decay;
 };
 
+// Columns of the batch per part where an operation is split that way: whole vectors of the widest
+// instruction set, so that two parts never write the same cache line of a [features, batch] row.
+constexpr int kBatchAlign = 16;
+
+// As linear_forward, for the part's share of the batch's columns (whole multiples of kBatchAlign) and every
+// output row: for a layer too narrow to split by rows (fc2's ten).
+void linear_forward_by_columns(Isa isa,
+                               const float* w,   // [out, in]
+                               const float* b,   // [out]
+                               const float* xT,  // [in, batch]
+                               float* yT,        // [out, batch]
+                               LinearShape s, bool relu, Part part = {});
+
 // dw = dy^T x from dy feature-major and x by rows; db = the sums of dy's rows of dyT, each summed in row
 // order as ref:: sums it. With an update, dw is applied to update->w instead of stored, and the dw buffer
 // only holds partial sums (where the batch is longer than one pass over it) and is left undefined.

@@ -12,6 +12,10 @@ namespace mnistdp::ref {
 float softmax_xent(const float* logits, const std::uint8_t* labels, float* dlogits, int batch, int classes,
                    float grad_scale);
 
+// One row of softmax_xent: z: [classes], label < classes -> dz: [classes] (or nullptr), as above; returns the
+// row's -log softmax(z)[label], which softmax_xent sums over the rows in double, in row order.
+float softmax_xent_row(const float* z, int label, float* dz, int classes, float grad_scale);
+
 // logits: [batch, classes]  labels: [batch] -> how many rows have argmax == label (first maximum wins, as in
 // torch.argmax)
 int count_correct(const float* logits, const std::uint8_t* labels, int batch, int classes);

@@ -1,5 +1,6 @@
 // Softmax cross-entropy: the loss against -log softmax in double, dlogits against finite differences of the
-// double loss, stability with huge logits, and count_correct's tie rule.
+// double loss, stability with huge logits, and count_correct's tie rule; the CPU path's feature-major version
+// against the reference.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "kernels/softmax_xent.hpp"
+#include "kernels/softmax_xent_cpu.hpp"
 
 namespace {
 
@@ -228,4 +230,49 @@ TEST_CASE("count_correct: argmax with the first maximum winning", "[kernels][sof
   REQUIRE(mnistdp::ref::count_correct(z.data(), labels.data(), 6, classes) == 4);
   REQUIRE(mnistdp::ref::count_correct(z.data(), labels.data() + 1, 1, classes) == 0);  // row 0, label 2
   REQUIRE(mnistdp::ref::count_correct(z.data(), labels.data(), 0, classes) == 0);
+}
+
+// The CPU path's version reads the logits feature-major and may be split by rows among a team's members: its
+// gradient, by rows and feature-major, and its rows' losses summed in row order must be ref::'s bits, every
+// element written over NaN, for batches that leave a remainder against the 16-row shares.
+TEST_CASE("cpu::softmax_xent on feature-major logits gives ref::'s bits, however the batch is split",
+          "[kernels][softmax_xent]") {
+  constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+  std::mt19937 rng(11);
+  for (const int batch : {1, 15, 16, 17, 64, 67})
+    for (const int classes : {1, 3, 10})
+      for (const int parts : {1, 2, 3}) {
+        INFO("batch " << batch << ", classes " << classes << ", " << parts << " parts");
+        const auto logits = random_logits(rng, batch, classes, 8.0f);
+        const auto labels = random_labels(rng, batch, classes);
+        std::vector<float> logitsT(logits.size());
+        for (int i = 0; i < batch; ++i)
+          for (int j = 0; j < classes; ++j)
+            logitsT[sz(j, batch) + static_cast<std::size_t>(i)] =
+                logits[sz(i, classes) + static_cast<std::size_t>(j)];
+        const float scale = 1.0f / 64.0f;
+        std::vector<float> want(logits.size(), kNaN);
+        const float want_loss =
+            mnistdp::ref::softmax_xent(logits.data(), labels.data(), want.data(), batch, classes, scale);
+
+        std::vector<float> dlogits(logits.size(), kNaN), dlogitsT(logits.size(), kNaN);
+        std::vector<float> row_loss(static_cast<std::size_t>(batch), kNaN);
+        for (int index = 0; index < parts; ++index)
+          mnistdp::cpu::softmax_xent(logitsT.data(), labels.data(), dlogits.data(), dlogitsT.data(),
+                                     row_loss.data(), batch, classes, scale, {index, parts});
+        double loss_sum = 0.0;
+        for (const float loss : row_loss)
+          loss_sum += static_cast<double>(loss);
+        REQUIRE(static_cast<float>(loss_sum) == want_loss);
+        REQUIRE(dlogits == want);
+        for (int i = 0; i < batch; ++i)
+          for (int j = 0; j < classes; ++j)
+            REQUIRE(dlogitsT[sz(j, batch) + static_cast<std::size_t>(i)] ==
+                    want[sz(i, classes) + static_cast<std::size_t>(j)]);
+      }
+  std::vector<float> none(1);
+  const std::uint8_t label = 0;
+  CHECK_THROWS_WITH(mnistdp::cpu::softmax_xent(none.data(), &label, none.data(), none.data(), none.data(), 1,
+                                               mnistdp::cpu::kMaxSoftmaxClasses + 1, 1.0f),
+                    "cpu::softmax_xent: 65 classes, not 1 to 64");
 }

@@ -10,6 +10,7 @@
 #include "kernels/gather_cpu.hpp"
 #include "kernels/linear_cpu.hpp"
 #include "kernels/softmax_xent.hpp"
+#include "kernels/softmax_xent_cpu.hpp"
 
 namespace mnistdp {
 
@@ -98,6 +99,7 @@ void CpuReplica::reserve_rows(int rows) {
   logits_.resize(n * kOut);
   dlogits_.resize(n * kOut);
   dlogitsT_.resize(n * kOut);
+  row_loss_.resize(n);
   dhiddenT_.resize(n * kHid);
   ones_.assign(n, 1.0f);
   capacity_rows_ = rows;
@@ -108,11 +110,9 @@ void CpuReplica::forward(const float* xT, int rows, cpu::Part part) {
   cpu::linear_forward(isa_, p.fc1_weight, p.fc1_bias, xT, hiddenT_.data(), {rows, kIn, kHid}, /*relu=*/true,
                       part);
   team_.barrier();
-  // fc2 is too small to split: its ten rows would all be one member's anyway.
-  if (part.index != 0) return;
-  cpu::linear_forward(isa_, p.fc2_weight, p.fc2_bias, hiddenT_.data(), logitsT_.data(), {rows, kHid, kOut},
-                      /*relu=*/false);
-  cpu::transpose(isa_, logitsT_.data(), logits_.data(), kOut, rows);
+  // fc2's ten rows are too few to split: it is split by columns, the members' shares of the batch.
+  cpu::linear_forward_by_columns(isa_, p.fc2_weight, p.fc2_bias, hiddenT_.data(), logitsT_.data(),
+                                 {rows, kHid, kOut}, /*relu=*/false, part);
 }
 
 void CpuReplica::compute_gradients(int first, int count, int global_batch) {
@@ -148,14 +148,18 @@ void CpuReplica::gradients(int first, int count, int global_batch, const SgdConf
     if (lead) timeline_.mark(Mark::forward);
     forward(in.xT.data(), count, part);
 
+    if (lead) timeline_.mark(Mark::loss);
+    // On the same share of the batch as fc2's forward product: no barrier between them.
+    cpu::softmax_xent(logitsT_.data(), in.y.data(), dlogits_.data(), dlogitsT_.data(), row_loss_.data(),
+                      count, kOut, 1.0f / static_cast<float>(global_batch), part);
+    team_.barrier();
     if (lead) {
-      timeline_.mark(Mark::loss);
-      grads_[ParamLayout::kLossSlot] = ref::softmax_xent(logits_.data(), in.y.data(), dlogits_.data(), count,
-                                                         kOut, 1.0f / static_cast<float>(global_batch));
-      cpu::transpose(isa_, dlogits_.data(), dlogitsT_.data(), count, kOut);
+      double loss_sum = 0.0;  // in row order, as ref::softmax_xent sums it
+      for (int r = 0; r < count; ++r)
+        loss_sum += static_cast<double>(row_loss_[static_cast<std::size_t>(r)]);
+      grads_[ParamLayout::kLossSlot] = static_cast<float>(loss_sum);
       timeline_.mark(Mark::backward);
     }
-    team_.barrier();
     // fc2's input is at hand only feature-major, so its weight gradient is made transposed, a small [256, 10]
     // result to turn, rather than from the hidden activations turned by rows.
     cpu::weight_gradient_from_transposed(isa_, hiddenT_.data(), dlogits_.data(), ones_.data(),
@@ -218,6 +222,7 @@ EvalResult CpuReplica::evaluate() {
     cpu::gather_normalize(isa_, test.images.data(), test.labels.data(), rows.data(), in.x.data(),
                           in.xT.data(), in.y.data(), count, kIn);
     team_.run([&](int member) { forward(in.xT.data(), count, {member, team_.size()}); });
+    cpu::transpose(isa_, logitsT_.data(), logits_.data(), kOut, count);
     result.loss_sum += ref::softmax_xent(logits_.data(), in.y.data(), /*dlogits=*/nullptr, count, kOut, 1.0f);
     result.correct += ref::count_correct(logits_.data(), in.y.data(), count, kOut);
     result.count += count;

@@ -41,8 +41,9 @@ class CpuReplica final : public Replica {
  private:
   // Resizes the activations for `rows` rows; a no-op once they are large enough.
   void reserve_rows(int rows);
-  // One member's part of the forward pass from xT into logits_: every member calls it (it has a barrier), and
-  // logits_ is complete for all once they have passed the next barrier (or the team's run has returned).
+  // One member's part of the forward pass from xT into logitsT_: every member calls it (it has a barrier). A
+  // member's share of the batch's columns of logitsT_ is complete when it returns, all of them once every
+  // member has passed the next barrier (or the team's run has returned).
   void forward(const float* xT, int rows, cpu::Part part);
   // compute_gradients, with fc1's weight updated as fused_sgd says instead of its gradient stored where set.
   void gradients(int first, int count, int global_batch, const SgdConfig* fused_sgd);
@@ -74,9 +75,10 @@ class CpuReplica final : public Replica {
   std::vector<Inputs> inputs_;          // [team size]
   CacheAlignedVector<float> hiddenT_;   // [256, rows] after ReLU
   CacheAlignedVector<float> logitsT_;   // [10, rows]
-  CacheAlignedVector<float> logits_;    // [rows, 10]
+  CacheAlignedVector<float> logits_;    // [rows, 10], for evaluation's count of correct rows
   CacheAlignedVector<float> dlogits_;   // [rows, 10]
   CacheAlignedVector<float> dlogitsT_;  // [10, rows]
+  std::vector<float> row_loss_;         // [rows], each row's loss, summed in row order
   CacheAlignedVector<float> dhiddenT_;  // [256, rows]
   CacheAlignedVector<float> ones_;      // [rows], the bias gradients' sums as products
   CacheAlignedVector<float> fc2_dwT_;   // [256, 10], fc2's weight gradient before its transpose
