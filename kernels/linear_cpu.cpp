@@ -37,15 +37,23 @@ void transpose_plain(const float* src, float* dst, int rows, int cols, int r0, i
   }
 }
 
-// sums[i] = the sum over l of m[i * row_stride + l * col_stride], in order l = 0, 1, ...: a product with a
-// vector of ones.
+// sums[i] = the sum over l of m[i * row_stride + l * col_stride], in order l = 0, 1, ...: rows stored
+// contiguously in blocks turned in registers where the instruction set has them, the rest as a product with
+// a vector of ones (fma(a, 1, s) rounds as s + a does), which gives one useful lane in each vector.
 void row_sums(Isa isa, const float* m, std::ptrdiff_t row_stride, std::ptrdiff_t col_stride,
               const float* ones, float* sums, int rows, int cols) {
+  using Blocks = void(const float*, std::ptrdiff_t, float*, int, int);
+  Blocks* blocks = version<Blocks>(
+      isa, "cpu::row_sums",
+      {MNISTDP_X86_VERSION(row_sums_blocks_avx512), MNISTDP_X86_VERSION(row_sums_blocks_avx2), nullptr});
+  const int side = isa == Isa::avx512 ? 16 : isa == Isa::avx2 ? 8 : 0;
+  const int block_rows = blocks != nullptr && col_stride == 1 ? rows - rows % side : 0;
+  if (block_rows > 0) blocks(m, row_stride, sums, block_rows, cols);
   Gemm g;
-  g.m = rows, g.n = 1, g.k = cols;
-  g.a = m, g.a_row_stride = row_stride, g.a_col_stride = col_stride;
+  g.m = rows - block_rows, g.n = 1, g.k = cols;
+  g.a = m + block_rows * row_stride, g.a_row_stride = row_stride, g.a_col_stride = col_stride;
   g.b = ones, g.ldb = 1;
-  g.c = sums, g.ldc = 1;
+  g.c = sums + block_rows, g.ldc = 1;
   gemm(isa, g);
 }
 }  // namespace
