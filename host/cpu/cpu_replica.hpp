@@ -45,7 +45,8 @@ class CpuReplica final : public Replica {
   // member's share of the batch's columns of logitsT_ is complete when it returns, all of them once every
   // member has passed the next barrier (or the team's run has returned).
   void forward(const float* xT, int rows, cpu::Part part);
-  // compute_gradients, with fc1's weight updated as fused_sgd says instead of its gradient stored where set.
+  // compute_gradients; where fused_sgd is set, the whole SGD step as well, in the same task: fc1's weight in
+  // its gradient's epilogue (its gradient never stored), the other parameters once every gradient is in.
   void gradients(int first, int count, int global_batch, const SgdConfig* fused_sgd);
   // sgd_step over the parameters from `begin` on.
   void sgd(const SgdConfig& cfg, std::size_t begin);
