@@ -16,7 +16,9 @@ namespace mnistdp::bench {
 int usable_devices(std::string& why_none) {
 #if defined(MNISTDP_CUDA_EMULATED)
   // An emulated device's time is the emulator's on the CPU: never to be reported as a GPU's.
-  why_none = "this build's CUDA devices are emulated on the CPU (docs/emulation.md), and their times are no GPU times";
+  why_none =
+      "this build's CUDA devices are emulated on the CPU (docs/emulation.md), and their times are no GPU "
+      "times";
   return 0;
 #endif
   int count = 0;

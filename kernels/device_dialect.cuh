@@ -1,7 +1,7 @@
 #pragma once
 // The corners of the device dialect that the emulated build (docs/emulation.md) needs spelled through the
-// project's own names: shared variables, dynamic shared memory and a named barrier in inline PTX. Behind these,
-// the GPU build compiles exactly what it compiled before.
+// project's own names: shared variables, dynamic shared memory and a named barrier in inline PTX. Behind
+// these, the GPU build compiles exactly what it compiled before.
 #include <cuda_runtime.h>
 
 // `MNISTDP_SHARED(Type, name);` declares name, a variable of Type in the block's shared memory: `__shared__
