@@ -1,9 +1,8 @@
 #include "kernels/gather_cpu.hpp"
 
-#include <cstddef>
-
 #include "kernels/cpu_isa_dispatch.hpp"
 #include "kernels/gather.hpp"
+#include "kernels/linear_cpu.hpp"
 
 namespace mnistdp::cpu {
 namespace {
@@ -12,10 +11,7 @@ void gather_normalize_portable(const std::uint8_t* images, const std::uint8_t* l
                                const std::int32_t* indices, float* x, float* xT, std::uint8_t* y, int batch,
                                int pixels) {
   ref::gather_normalize(images, labels, indices, x, y, batch, pixels);
-  if (xT == nullptr) return;
-  for (int i = 0; i < batch; ++i)
-    for (int p = 0; p < pixels; ++p)
-      xT[static_cast<std::size_t>(p) * batch + i] = x[static_cast<std::size_t>(i) * pixels + p];
+  if (xT != nullptr) transpose(Isa::portable, x, xT, batch, pixels);
 }
 
 }  // namespace

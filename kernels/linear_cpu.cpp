@@ -75,30 +75,29 @@ void transpose(Isa isa, const float* src, float* dst, int rows, int cols, Part p
   transpose_plain(src, dst, rows, cols, block_rows, rows, mine.begin, mine.end);
 }
 
-void linear_forward(Isa isa, const float* w, const float* b, const float* xT, float* yT, LinearShape s,
-                    bool relu, Part part) {
-  const Range rows = share(s.out, part, kRowAlign);
+namespace {
+// yT = w xT + b (clamped at 0 when relu) for the output rows `rows` and the batch's columns `columns`.
+void forward_block(Isa isa, const float* w, const float* b, const float* xT, float* yT, LinearShape s,
+                   bool relu, Range rows, Range columns) {
   Gemm g;
-  g.m = rows.end - rows.begin, g.n = s.batch, g.k = s.in;
+  g.m = rows.end - rows.begin, g.n = columns.end - columns.begin, g.k = s.in;
   g.a = w + static_cast<std::ptrdiff_t>(rows.begin) * s.in, g.a_row_stride = s.in, g.a_col_stride = 1;
-  g.b = xT, g.ldb = s.batch;
-  g.c = yT + static_cast<std::ptrdiff_t>(rows.begin) * s.batch, g.ldc = s.batch;
+  g.b = xT + columns.begin, g.ldb = s.batch;
+  g.c = yT + static_cast<std::ptrdiff_t>(rows.begin) * s.batch + columns.begin, g.ldc = s.batch;
   g.epilogue.row_bias = b + rows.begin;
   g.epilogue.relu = relu;
   gemm(isa, g);
 }
+}  // namespace
+
+void linear_forward(Isa isa, const float* w, const float* b, const float* xT, float* yT, LinearShape s,
+                    bool relu, Part part) {
+  forward_block(isa, w, b, xT, yT, s, relu, share(s.out, part, kRowAlign), {0, s.batch});
+}
 
 void linear_forward_by_columns(Isa isa, const float* w, const float* b, const float* xT, float* yT,
                                LinearShape s, bool relu, Part part) {
-  const Range columns = share(s.batch, part, kBatchAlign);
-  Gemm g;
-  g.m = s.out, g.n = columns.end - columns.begin, g.k = s.in;
-  g.a = w, g.a_row_stride = s.in, g.a_col_stride = 1;
-  g.b = xT + columns.begin, g.ldb = s.batch;
-  g.c = yT + columns.begin, g.ldc = s.batch;
-  g.epilogue.row_bias = b;
-  g.epilogue.relu = relu;
-  gemm(isa, g);
+  forward_block(isa, w, b, xT, yT, s, relu, {0, s.out}, share(s.batch, part, kBatchAlign));
 }
 
 void weight_gradient(Isa isa, const float* dyT, const float* x, const float* ones, float* dw, float* db,

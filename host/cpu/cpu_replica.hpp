@@ -79,7 +79,7 @@ class CpuReplica final : public Replica {
   CacheAlignedVector<float> logits_;    // [rows, 10], for evaluation's count of correct rows
   CacheAlignedVector<float> dlogits_;   // [rows, 10]
   CacheAlignedVector<float> dlogitsT_;  // [10, rows]
-  std::vector<float> row_loss_;         // [rows], each row's loss, summed in row order
+  CacheAlignedVector<float> row_loss_;  // [rows], each row's loss, summed in row order
   CacheAlignedVector<float> dhiddenT_;  // [256, rows]
   CacheAlignedVector<float> ones_;      // [rows], the bias gradients' sums as products
   CacheAlignedVector<float> fc2_dwT_;   // [256, 10], fc2's weight gradient before its transpose
