@@ -101,6 +101,7 @@ stamp=$(date -u +%Y-%m-%d)
 mkdir -p "$out/runs"
 
 # What this machine is: for the table's header and the JSON.
+started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 load_before=$(cut -d' ' -f1 /proc/loadavg)
 gpu="" driver=""
 if [ "$device" = cuda ]; then
@@ -174,7 +175,7 @@ best = max(peaks, key=lambda p: p["peak_gflops"]) if peaks else {"peak_gflops": 
 best["peak_gflops_measured"] = [p["peak_gflops"] for p in peaks]
 print(json.dumps(best))' "$out/runs/peaks.jsonl")
 cat >"$out/runs/machine.json" <<EOF
-{"date": "$(date -u +%Y-%m-%dT%H:%M:%SZ)", "host": "$(hostname -s)",
+{"date": "$started", "host": "$(hostname -s)",
  "cpu": "$(lscpu | sed -n 's/^Model name: *//p' | head -1)", "cpus": $(getconf _NPROCESSORS_ONLN),
  "cpu_flags_avx512f": $(grep -q avx512f /proc/cpuinfo && echo true || echo false),
  "openblas_core": "$openblas_core", "openblas_coretype_env": "${OPENBLAS_CORETYPE:-}",
