@@ -18,8 +18,9 @@ ctest --preset emu -L emu -j "$(nproc)"
 # The CUDA path on emulated devices again, under AddressSanitizer and UBSan (preset emu-asan,
 # docs/emulation.md): out-of-bounds and use-after-free accesses of device and shared memory in every kernel,
 # and the probes that the sanitizer must report. Under a sanitizer the longer GPU tests run fewer steps and
-# shapes (gpu_test::kUnderSanitizer); the test preset still leaves out, for time, the command line's two
-# longer CUDA runs (preset emu runs them); three steps of every path from the command line stay.
+# shapes (gpu_test::kUnderSanitizer); the test preset still leaves out, for time, the 100-step loss curve
+# and the command line's two longer CUDA runs (preset emu runs them); three steps of every path from the
+# command line stay.
 echo "==== test.sh: the CUDA path on emulated devices under AddressSanitizer and UBSan (preset emu-asan) ===="
 scripts/build.sh emu-asan
 ASAN_OPTIONS=halt_on_error=1:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
