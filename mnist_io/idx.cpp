@@ -1,12 +1,14 @@
 #include "mnist_io/idx.hpp"
 
 #include <fmt/format.h>
+#include <sys/mman.h>
 #include <zlib.h>
 
 #include <algorithm>
 #include <array>
 #include <cctype>
 #include <cerrno>
+#include <cstdint>
 #include <initializer_list>
 #include <memory>
 #include <span>
@@ -242,12 +244,30 @@ void check_count(const IdxInput& in, std::uint32_t count, const char* noun) {
   }
 }
 
+// Asks the kernel to back `bytes`' reserved but untouched memory with 2 MiB pages where it can. Training
+// reads the images at random rows, each on a page of its own: with 4 KiB pages nearly every row of a step's
+// gather misses the TLB, and the page walk, twice as deep in a virtual machine, cost a third of a step on one
+// core (docs/benchmarks.md). Only advice: where the kernel has no transparent huge pages, or none are free,
+// the memory stays in small pages and nothing else changes, so the result is not checked.
+void advise_huge_pages(std::vector<std::uint8_t>& bytes) {
+#ifdef MADV_HUGEPAGE
+  constexpr std::uintptr_t kHugePage = std::uintptr_t{2} << 20;
+  const auto start = reinterpret_cast<std::uintptr_t>(bytes.data());
+  const std::uintptr_t first = (start + kHugePage - 1) & ~(kHugePage - 1);
+  const std::uintptr_t last = (start + bytes.capacity()) & ~(kHugePage - 1);
+  if (last > first) static_cast<void>(madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE));
+#else
+  static_cast<void>(bytes);
+#endif
+}
+
 // Reads exactly `expected` bytes of data; `what` describes them for the message ("pixel data (10 images of
 // 28x28)").
 std::vector<std::uint8_t> read_payload(IdxInput& in, std::uint64_t expected, std::string_view what_bytes,
                                        std::string_view what_items) {
   std::vector<std::uint8_t> data;
   data.reserve(static_cast<std::size_t>(std::min(expected, kMaxReserveBytes)));
+  advise_huge_pages(data);  // before the first write: pages are chosen when first touched
   while (data.size() < expected) {
     const std::size_t old_size = data.size();
     const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(expected - old_size, kChunkBytes));
