@@ -7,11 +7,14 @@
 #include <fstream>
 #include <initializer_list>
 #include <iterator>
+#include <optional>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "mnist_io/idx.hpp"
+#include "skip_test.hpp"
 #include "temp_dir.hpp"
 
 namespace {
@@ -120,6 +123,60 @@ TEST_CASE("IDX images round-trip through the writer and reader (raw and gzip)", 
   CHECK(read.rows == 28);
   CHECK(read.cols == 28);
   CHECK(read.pixels == written.pixels);
+}
+
+namespace {
+
+// The mode a /sys/kernel/mm/transparent_hugepage file selects (the bracketed word), or nothing where the
+// kernel has no such file.
+std::optional<std::string> huge_page_mode(const char* file) {
+  std::ifstream in(std::string("/sys/kernel/mm/transparent_hugepage/") + file);
+  std::string word;
+  while (in >> word)
+    if (word.size() > 2 && word.front() == '[' && word.back() == ']') return word.substr(1, word.size() - 2);
+  return std::nullopt;
+}
+
+// The kB of transparent huge pages in the mapping of this process that holds `address` (/proc/self/smaps).
+long huge_page_kb_at(const void* address) {
+  const auto at = reinterpret_cast<std::uintptr_t>(address);
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool inside = false;
+  while (std::getline(smaps, line)) {
+    std::uintptr_t begin = 0, end = 0;
+    char dash = 0;
+    std::istringstream fields(line);
+    if (fields >> std::hex >> begin >> dash >> end && dash == '-') {  // a mapping's first line
+      inside = begin <= at && at < end;
+    } else if (inside && line.rfind("AnonHugePages:", 0) == 0) {
+      return std::stol(line.substr(line.find(':') + 1));
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("IDX reader: the pixels are in 2 MiB pages where the kernel offers them", "[idx]") {
+  // Training gathers random rows of the images, each on a page of its own with small pages: the reader asks
+  // for huge ones before it writes the first byte. Only where the kernel grants them on that request, and
+  // compacts memory to find them, can their presence be required.
+  const std::optional<std::string> enabled = huge_page_mode("enabled");
+  const std::optional<std::string> defrag = huge_page_mode("defrag");
+  if (!enabled || *enabled == "never")
+    mnistdp::test::skip_test("this kernel has no transparent huge pages (or they are switched off)");
+  if (!defrag || (*defrag != "always" && *defrag != "madvise" && *defrag != "defer+madvise"))
+    mnistdp::test::skip_test("this kernel does not compact memory for an advised region (defrag: " +
+                             defrag.value_or("none") + ")");
+  TempDir tmp;
+  const fs::path path = tmp / "images";
+  const IdxImages written = make_images(8'000);  // 6.3 MB: a whole 2 MiB page inside, wherever it starts
+  mnistdp::write_idx_images(path, written, /*gzip=*/false);
+
+  const IdxImages read = mnistdp::read_idx_images(path);
+  REQUIRE(read.pixels == written.pixels);
+  CHECK(huge_page_kb_at(read.pixels.data() + read.pixels.size() / 2) >= 2048);
 }
 
 TEST_CASE("IDX labels round-trip through the writer and reader (raw and gzip)", "[idx]") {

@@ -26,6 +26,7 @@
 #include "kernels/cuda_check.hpp"
 #include "kernels/cuda_memory.hpp"
 #include "kernels/sgd.hpp"
+#include "tests/skip_test.hpp"
 
 namespace mnistdp::gpu_test {
 
@@ -52,14 +53,7 @@ std::vector<T> sweep(std::vector<T> all, std::vector<T> under_sanitizer) {
   return kUnderSanitizer ? under_sanitizer : all;
 }
 
-// Ends a test that cannot run on this machine (for example one that needs two GPUs) with exit code 77, which
-// ctest reports as skipped. ctest runs every test in a process of its own (catch_discover_tests), so nothing
-// else is cut short; Catch2 2 has no skip of its own.
-[[noreturn]] inline void skip_test(const std::string& why) {
-  std::printf("skipped: %s\n", why.c_str());
-  std::fflush(stdout);
-  std::exit(77);
-}
+using mnistdp::test::skip_test;
 
 inline SgdConfig sgd_config(float lr, float momentum, float dampening, float weight_decay, bool nesterov) {
   SgdConfig c;
