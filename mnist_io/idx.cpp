@@ -246,9 +246,10 @@ void check_count(const IdxInput& in, std::uint32_t count, const char* noun) {
 
 // Asks the kernel to back `bytes`' reserved but untouched memory with 2 MiB pages where it can. Training
 // reads the images at random rows, each on a page of its own: with 4 KiB pages nearly every row of a step's
-// gather misses the TLB, and the page walks, twice as deep in a virtual machine, cost up to a quarter of an
-// epoch on one core (docs/benchmarks.md). Only advice: where the kernel has no transparent huge pages, or
-// none are free, the memory stays in small pages and nothing else changes, so the result is not checked.
+// gather misses the TLB, and the page walks, through the host's tables too in a virtual machine, cost up to a
+// quarter of an epoch on one core (docs/benchmarks.md). Only advice: where the kernel has no transparent huge
+// pages, or none are free, the memory stays in small pages and nothing else changes, so the result is not
+// checked.
 void advise_huge_pages(std::vector<std::uint8_t>& bytes) {
 #ifdef MADV_HUGEPAGE
   constexpr std::uintptr_t kHugePage = std::uintptr_t{2} << 20;
