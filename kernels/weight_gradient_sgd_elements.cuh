@@ -55,24 +55,27 @@ __device__ __forceinline__ void weight_gradient_sgd_items(const WeightGradientSg
 #pragma unroll
     for (int p = 0; p < kRows; ++p)
       acc[p] = 0.0f;
-    const float* __restrict__ dy_row = dy + it.row;  // dy[r, it.row ...]
-    const float* __restrict__ x_at = x + it.column;  // x[r, it.column]
-    for (int r = 0; r < a.batch; ++r, dy_row += a.out, x_at += a.in) {
-      const float xv = *x_at;
-      if constexpr (kVectorDy) {  // it.rows is then a multiple of 4
+    // An empty batch sums nothing, and its dy and x may be null: no pointer is formed from them.
+    if (a.batch > 0) {
+      const float* __restrict__ dy_row = dy + it.row;  // dy[r, it.row ...]
+      const float* __restrict__ x_at = x + it.column;  // x[r, it.column]
+      for (int r = 0; r < a.batch; ++r, dy_row += a.out, x_at += a.in) {
+        const float xv = *x_at;
+        if constexpr (kVectorDy) {  // it.rows is then a multiple of 4
 #pragma unroll
-        for (int q = 0; q < kRows / 4; ++q) {
-          if (4 * q >= it.rows) break;
-          const float4 d = *reinterpret_cast<const float4*>(dy_row + 4 * q);
-          acc[4 * q + 0] = fmaf(d.x, xv, acc[4 * q + 0]);
-          acc[4 * q + 1] = fmaf(d.y, xv, acc[4 * q + 1]);
-          acc[4 * q + 2] = fmaf(d.z, xv, acc[4 * q + 2]);
-          acc[4 * q + 3] = fmaf(d.w, xv, acc[4 * q + 3]);
+          for (int q = 0; q < kRows / 4; ++q) {
+            if (4 * q >= it.rows) break;
+            const float4 d = *reinterpret_cast<const float4*>(dy_row + 4 * q);
+            acc[4 * q + 0] = fmaf(d.x, xv, acc[4 * q + 0]);
+            acc[4 * q + 1] = fmaf(d.y, xv, acc[4 * q + 1]);
+            acc[4 * q + 2] = fmaf(d.z, xv, acc[4 * q + 2]);
+            acc[4 * q + 3] = fmaf(d.w, xv, acc[4 * q + 3]);
+          }
+        } else {
+#pragma unroll
+          for (int p = 0; p < kRows; ++p)
+            if (p < it.rows) acc[p] = fmaf(dy_row[p], xv, acc[p]);
         }
-      } else {
-#pragma unroll
-        for (int p = 0; p < kRows; ++p)
-          if (p < it.rows) acc[p] = fmaf(dy_row[p], xv, acc[p]);
       }
     }
 #pragma unroll

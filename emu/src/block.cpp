@@ -92,7 +92,7 @@ class StackPool {
   }
 
  private:
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || defined(MNISTDP_EMU_RACE_CHECKS)
+#if defined(MNISTDP_EMU_ASAN) || defined(__SANITIZE_THREAD__) || defined(MNISTDP_EMU_RACE_CHECKS)
   static constexpr std::size_t kStackBytes = 1 << 20;
 #else
   static constexpr std::size_t kStackBytes = 256 << 10;
@@ -318,8 +318,13 @@ class Block {
 
   void run() {
     tls_block = this;
+    const dim3 g = spec_->grid;
+    block_races::enter(tokens_.accesses, index_.x + g.x * (index_.y + g.y * index_.z));
     struct Reset {
-      ~Reset() { tls_block = nullptr; }
+      ~Reset() {
+        tls_block = nullptr;
+        block_races::leave();
+      }
     } reset;
     while (true) {
       if (!fault_.empty()) throw Fault(cudaErrorLaunchFailure, fault_);
@@ -335,7 +340,7 @@ class Block {
         for (Thread& t : threads_)
           if (t.wait == Wait::grid) waiting.push_back(static_cast<int>(t.linear));
         grid_waiting_ = 0;
-        ++grid_phase_;
+        block_races::set_phase(++grid_phase_);
         release(waiting);
       } else if (trigger_holding_ > 0) {
         // The threads that triggered waited as long as they could; the block triggers later, if ever.

@@ -9,15 +9,18 @@
 #include <mutex>
 
 #include "emu/launch.hpp"
+#include "emu/src/block_races.hpp"
 #include "emu/src/sanitizer.hpp"
 
 namespace mnistdp::emu {
 
 // The race checks' tokens of the kernel a block belongs to (sanitizer.hpp): every thread acquires `start`
-// before it runs and releases into `end` as it exits. Null outside the race checks' build.
+// before it runs and releases into `end` as it exits; and the launch's record of the blocks' accesses
+// (block_races.hpp). Null outside the race checks' build.
 struct KernelTokens {
   const race::Token* start = nullptr;
   const race::Token* end = nullptr;
+  block_races::Launch* accesses = nullptr;
 };
 
 // The barrier every block of a cooperative launch reaches at grid.sync(). A failing block aborts it, so that

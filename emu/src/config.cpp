@@ -25,6 +25,13 @@ Config read_config() {
   c.sms = static_cast<int>(read_number("MNISTDP_EMU_SMS", 8, 1, 1024));
   c.seed = static_cast<std::uint64_t>(read_number("MNISTDP_EMU_SEED", 1, 0, 1L << 62));
   c.failing_device = static_cast<int>(read_number("MNISTDP_EMU_FAILING_DEVICE", -1, -1, 64));
+  c.block_races = read_number("MNISTDP_EMU_BLOCK_RACES", 0, 0, 1) == 1;
+#if !defined(MNISTDP_EMU_BLOCK_RACES)
+  if (c.block_races)
+    throw std::runtime_error(
+        "MNISTDP_EMU_BLOCK_RACES=1 needs a build with the CMake option MNISTDP_EMU_BLOCK_RACES=ON (preset "
+        "emu-asan), whose kernels report their accesses");
+#endif
   if (const char* order = std::getenv("MNISTDP_EMU_ORDER"); order && *order) {
     const std::string o = order;
     if (o == "adversarial") {

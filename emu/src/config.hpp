@@ -11,6 +11,9 @@
 //                        run up to their cudaGridDependencySynchronize() while that kernel is held after its
 //                        trigger, so that a read of its output before the wait sees the old values; serial:
 //                        the dependent kernel starts after its primary has finished
+//   MNISTDP_EMU_BLOCK_RACES  1: check every launch for races between its blocks (block_races.hpp; only in a
+//                        build with the CMake option MNISTDP_EMU_BLOCK_RACES, which has the kernels report
+//                        their accesses); 0 (default): not
 //   MNISTDP_EMU_FAILING_DEVICE  a device that fails every call touching it (cudaErrorDevicesUnavailable), as
 //                        a GPU that does not answer; for tests of what the rest of the machine then does
 #include <cstdint>
@@ -26,6 +29,7 @@ struct Config {
   std::uint64_t seed = 1;
   int failing_device = -1;
   bool programmatic_overlap = true;
+  bool block_races = false;
 };
 
 // Throws std::runtime_error naming the variable when one is malformed.

@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -88,7 +89,9 @@ void run_grid(const LaunchSpec& spec, const std::function<void()>& body, int dev
   const race::Token start;
   const race::Token end;
   const race::KernelRun kernel_run(start, {&end});
-  const KernelTokens tokens{&start, &end};
+  std::optional<block_races::Launch> accesses;
+  if (block_races::kEnabled && config().block_races) accesses.emplace(spec);
+  const KernelTokens tokens{&start, &end, accesses ? &*accesses : nullptr};
   const std::uint64_t seed = mix(config().seed, launch);
   const std::vector<uint3> blocks = block_indices(spec.grid, seed);
   if (!spec.cooperative) {
@@ -116,6 +119,7 @@ void run_grid(const LaunchSpec& spec, const std::function<void()>& body, int dev
       t.join();
     fault.rethrow();
   }
+  if (accesses) accesses->check();
   check_guard_zones(device, spec.name);
 }
 
@@ -135,6 +139,8 @@ class ProgrammaticChain {
       k.seed = mix(config().seed, launch->number);
       k.blocks = block_indices(launch->spec.grid, k.seed);
       k.end = std::make_unique<race::Token>();
+      if (block_races::kEnabled && config().block_races)
+        k.accesses = std::make_unique<block_races::Launch>(launch->spec);
       kernels_.push_back(std::move(k));
     }
   }
@@ -154,8 +160,10 @@ class ProgrammaticChain {
     for (std::thread& t : threads)
       t.join();
     fault.rethrow();
-    for (const Kernel& k : kernels_)
+    for (const Kernel& k : kernels_) {
+      if (k.accesses) k.accesses->check();
       check_guard_zones(k.launch->device, k.launch->spec.name);
+    }
   }
 
  private:
@@ -168,6 +176,7 @@ class ProgrammaticChain {
     std::size_t held = 0;   // blocks waiting for the kernel before, held after their trigger, or finished
     bool all_held = false;  // every block was held at once: the kernel before may go on
     std::unique_ptr<race::Token> end;  // the race checks': released by the kernel's threads as they exit
+    std::unique_ptr<block_races::Launch> accesses;  // the race checks': its blocks' accesses
   };
 
   class Link : public ProgrammaticLink {
@@ -223,7 +232,7 @@ class ProgrammaticChain {
     Link link(*this, k);
     try {
       run_block(kernel.launch->spec, *kernel.launch->body, kernel.blocks[b], nullptr, mix(kernel.seed, b),
-                &link, KernelTokens{start_, kernel.end.get()});
+                &link, KernelTokens{start_, kernel.end.get(), kernel.accesses.get()});
     } catch (const Fault& f) {
       fault.note(f);
       std::lock_guard lock(mutex_);

@@ -51,6 +51,16 @@ std::optional<Allocation> find_allocation(const void* p, std::size_t bytes, bool
   return a;
 }
 
+std::vector<Allocation> live_allocations() {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  std::vector<Allocation> out;
+  out.reserve(r.live.size());
+  for (const auto& [base, a] : r.live)
+    out.push_back(a);
+  return out;
+}
+
 void check_guard_zones(int device, const std::string& kernel) {
   if (kGuardBytes == 0) return;
   Registry& r = registry();

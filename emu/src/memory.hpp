@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace mnistdp::emu {
 
@@ -18,6 +19,9 @@ struct Allocation {
 
 // The allocation holding [p, p + bytes), if p lies in one; `whole` is false when the range runs past its end.
 std::optional<Allocation> find_allocation(const void* p, std::size_t bytes, bool* whole);
+
+// Every live allocation, device and pinned, by base address.
+std::vector<Allocation> live_allocations();
 
 // Throws Fault (cudaErrorIllegalAddress) naming `kernel` when a guard zone of the device's allocations was
 // written.

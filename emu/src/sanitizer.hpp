@@ -15,8 +15,12 @@
 
 #if defined(__SANITIZE_ADDRESS__)
 #define MNISTDP_EMU_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)  // clang's way of saying it
+#define MNISTDP_EMU_ASAN 1
 #endif
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || defined(MNISTDP_EMU_RACE_CHECKS)
+#endif
+#if defined(MNISTDP_EMU_ASAN) || defined(__SANITIZE_THREAD__) || defined(MNISTDP_EMU_RACE_CHECKS)
 #include <sanitizer/common_interface_defs.h>
 #endif
 #if defined(MNISTDP_EMU_RACE_CHECKS)
@@ -67,7 +71,7 @@ inline StackBounds finish_stack_switch([[maybe_unused]] void* fake_stack) {
 // Has `callback` run after a sanitizer's report, on the thread that made it, before the process ends: a
 // report names host functions and lines, and the callback adds the emulated thread that ran them.
 inline void after_report([[maybe_unused]] void (*callback)()) {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || defined(MNISTDP_EMU_RACE_CHECKS)
+#if defined(MNISTDP_EMU_ASAN) || defined(__SANITIZE_THREAD__) || defined(MNISTDP_EMU_RACE_CHECKS)
   __sanitizer_set_death_callback(callback);
 #endif
 }

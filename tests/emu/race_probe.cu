@@ -49,6 +49,32 @@ __global__ void slices_kernel(float* __restrict__ out) {  // [kBlocks * kThreads
   out[slice * kThreads + threadIdx.x] = static_cast<float>(blockIdx.x);
 }
 
+// Blocks of 1024 threads, which pass a barrier before they write: ThreadSanitizer's runtime then orders each
+// block after the ones before it (docs/emulation.md, "How far back it sees"), so only the check of races
+// between blocks reports the overlap.
+constexpr int kLargeThreads = 1024;
+constexpr int kLargeBlocks = 4;
+
+template <bool kOverlap>
+__global__ void large_slices_kernel(float* __restrict__ out) {  // [kLargeBlocks * kLargeThreads]
+  __syncthreads();
+  const unsigned slice = kOverlap && blockIdx.x == kLargeBlocks - 1 ? 0 : blockIdx.x;
+  out[slice * kLargeThreads + threadIdx.x] = static_cast<float>(blockIdx.x);
+}
+
+// Block 0 writes, block 1 reads what block 0 wrote, after a barrier of their own: without grid.sync() the
+// blocks race.
+template <bool kGridSync>
+__global__ void large_across_blocks_kernel(float* __restrict__ buffer,  // [kLargeThreads]
+                                           float* __restrict__ out) {   // [kLargeThreads]
+  const int i = static_cast<int>(threadIdx.x);
+  __syncthreads();
+  if (blockIdx.x == 0) buffer[i] = static_cast<float>(i);
+  if (kGridSync) cooperative_groups::this_grid().sync();
+  __syncthreads();
+  if (blockIdx.x == 1) out[i] = buffer[i];
+}
+
 __global__ void fill_kernel(float* __restrict__ p,  // [kThreads]
                             float value) {
   p[threadIdx.x] = value;
@@ -100,6 +126,24 @@ void blocks_far_apart() {
   CUDA_CHECK(cudaDeviceSynchronize());
 }
 
+template <bool kSynchronised>
+void large_blocks() {
+  DeviceBuffer<float> out(kLargeBlocks * kLargeThreads);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  cuda::detail::launch<large_slices_kernel<!kSynchronised>>(kLargeBlocks, kLargeThreads, 0, nullptr,
+                                                            out.data());
+  CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+template <bool kSynchronised>
+void large_cooperative_blocks() {
+  DeviceBuffer<float> buffer(kLargeThreads), out(kLargeThreads);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  cuda::detail::launch_cooperative<large_across_blocks_kernel<kSynchronised>>(2, kLargeThreads, 0, nullptr,
+                                                                              buffer.data(), out.data());
+  CUDA_CHECK(cudaDeviceSynchronize());
+}
+
 // A kernel on one stream fills a buffer; a kernel on another copies it, after an event or not.
 template <bool kSynchronised>
 void two_streams() {
@@ -148,6 +192,10 @@ constexpr Case kCases[] = {
     {"cooperative-blocks-synchronised", cooperative_blocks<true>},
     {"blocks-far-apart-writing-one-slice", blocks_far_apart<false>},
     {"blocks-far-apart-each-its-slice", blocks_far_apart<true>},
+    {"large-blocks-writing-one-slice", large_blocks<false>},
+    {"large-blocks-each-its-slice", large_blocks<true>},
+    {"large-cooperative-blocks-without-grid-sync", large_cooperative_blocks<false>},
+    {"large-cooperative-blocks-synchronised", large_cooperative_blocks<true>},
     {"streams-without-event", two_streams<false>},
     {"streams-synchronised", two_streams<true>},
     {"read-before-programmatic-wait", programmatic_wait<false>},

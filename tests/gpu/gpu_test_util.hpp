@@ -30,7 +30,7 @@ namespace mnistdp::gpu_test {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define MNISTDP_TEST_UNDER_SANITIZER 1
 #elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)  // clang's way of saying it
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)  // clang's way of saying it
 #define MNISTDP_TEST_UNDER_SANITIZER 1
 #endif
 #endif

@@ -1,0 +1,182 @@
+#include "emu/src/block_races.hpp"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "emu/builtins.hpp"
+#include "emu/src/engine.hpp"
+#include "emu/src/sanitizer.hpp"
+
+namespace mnistdp::emu::block_races {
+namespace {
+
+// What the hooks need of the running block. Not ThreadSanitizer-instrumented (emu/CMakeLists.txt), like the
+// rest of this file: the check's own bookkeeping must order nothing for the race checks.
+struct Running {
+  Launch* launch = nullptr;
+  unsigned block = 0;
+  std::uint64_t phase = 0;
+  Span last;  // the allocation, or the gap between two, of the last access: most accesses hit it again
+};
+thread_local Running running;
+
+constexpr std::uintptr_t kWord = 4;
+// Marks a record of one byte (user-space addresses leave the top bit clear).
+constexpr std::uintptr_t kByteRecord = std::uintptr_t{1} << 63;
+
+std::string dims_of(unsigned linear, dim3 extent) {
+  char text[48];
+  std::snprintf(text, sizeof text, "(%u,%u,%u)", linear % extent.x, linear / extent.x % extent.y,
+                linear / (extent.x * extent.y));
+  return text;
+}
+
+void on_access(const void* address, unsigned bytes, bool write) {
+  Running& r = running;
+  if (r.launch == nullptr) return;
+  const unsigned thread = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+  r.launch->access(address, bytes, write, r.block, thread, r.phase, r.last);
+}
+
+}  // namespace
+
+Launch::Launch(const LaunchSpec& spec) : spec_(spec), allocations_(live_allocations()) {}
+
+Span Launch::span_of(std::uintptr_t address) const {
+  auto it = std::upper_bound(
+      allocations_.begin(), allocations_.end(), address,
+      [](std::uintptr_t a, const Allocation& b) { return a < reinterpret_cast<std::uintptr_t>(b.base); });
+  Span gap;
+  gap.end = it == allocations_.end() ? ~std::uintptr_t{0} : reinterpret_cast<std::uintptr_t>(it->base);
+  if (it == allocations_.begin()) return gap;
+  --it;
+  const auto base = reinterpret_cast<std::uintptr_t>(it->base);
+  if (address - base < it->bytes) return {base, base + it->bytes, &*it};
+  gap.begin = base + it->bytes;
+  return gap;
+}
+
+void Launch::access(const void* address, unsigned bytes, bool write, unsigned block, unsigned thread,
+                    std::uint64_t phase, Span& last) {
+  const auto at = reinterpret_cast<std::uintptr_t>(address);
+  if (at - last.begin >= last.end - last.begin) last = span_of(at);
+  if (last.allocation == nullptr) return;
+  // Blocks of a cooperative launch or a programmatic chain run on OS threads of their own. A spin lock: a
+  // mutex would be a synchronisation ThreadSanitizer sees, ordering the very blocks it is to check.
+  // The record's own memory, allocated and freed by whichever emulated thread runs, is no access of theirs.
+  const race::IgnoreAccesses own_memory;
+  while (busy_.test_and_set(std::memory_order_acquire))
+    sched_yield();
+  const Touch now{block, thread, phase};
+  if (bytes >= kWord) {
+    for (std::uintptr_t w = at / kWord * kWord; w < at + bytes; w += kWord)
+      word(w, write, now);
+  } else {
+    // Byte by byte, in records of their own: blocks may write neighbouring bytes of one word (a label each).
+    for (std::uintptr_t b = at; b < at + bytes; ++b)
+      word(b | kByteRecord, write, now);
+  }
+  busy_.clear(std::memory_order_release);
+}
+
+Launch::Word& Launch::find(std::uintptr_t address) {
+  if (2 * (used_ + 1) > words_.size()) {
+    std::vector<Word> old(std::max<std::size_t>(1 << 16, 2 * words_.size()));
+    old.swap(words_);
+    used_ = 0;
+    for (const Word& w : old)
+      if (w.address != 0) find(w.address) = w;
+  }
+  const std::size_t mask = words_.size() - 1;
+  // Fibonacci hashing: consecutive words spread over the table.
+  for (std::size_t i = (address * 0x9e3779b97f4a7c15ull) >> 20;; ++i) {
+    Word& w = words_[i & mask];
+    if (w.address == address) return w;
+    if (w.address == 0) {
+      w.address = address;
+      ++used_;
+      return w;
+    }
+  }
+}
+
+void Launch::word(std::uintptr_t address, bool write, const Touch& now) {
+  Word& w = find(address);
+  const bool written_now = w.writer.phase == now.phase;
+  const bool read_now = w.reader.phase == now.phase;
+  if (written_now && w.writer.block != now.block) {
+    report(address, write ? "writes" : "reads", now, "wrote", w.writer);
+  } else if (write && read_now && (w.reader.block != now.block || w.several_readers)) {
+    // The first reader is another block, or it is this one and another block read the word after it.
+    report(address, "writes", now, w.reader.block != now.block ? "read" : "read (one of several blocks)",
+           w.reader);
+  }
+  if (write) {
+    w.writer = now;
+  } else if (!read_now) {
+    w.reader = now;
+    w.several_readers = false;
+  } else if (w.reader.block != now.block) {
+    w.several_readers = true;
+  }
+}
+
+void Launch::report(std::uintptr_t address, const char* now_does, const Touch& now, const char* then_did,
+                    const Touch& then) {
+  if (races_++ > 0) return;
+  address &= ~kByteRecord;
+  const Allocation* a = span_of(address).allocation;
+  const std::string phase = spec_.cooperative ? " in the same interval between grid.sync() calls (" +
+                                                    std::to_string(now.phase) + ")"
+                                              : " in the same launch";
+  first_race_ = "emulated CUDA: race between blocks in kernel " + std::string(spec_.name) + ": " +
+                thread_name(now) + " " + now_does + " byte " +
+                std::to_string(address - reinterpret_cast<std::uintptr_t>(a->base)) + " of a " +
+                (a->device >= 0 ? "device allocation" : "pinned host allocation") + " of " +
+                std::to_string(a->bytes) + " bytes, which " + thread_name(then) + " " + then_did + phase +
+                ": nothing orders two blocks of a launch";
+}
+
+std::string Launch::thread_name(const Touch& t) const {
+  return "block " + dims_of(t.block, spec_.grid) + " thread " + dims_of(t.thread, spec_.block);
+}
+
+void Launch::check() const {
+  if (races_ == 0) return;
+  throw Fault(
+      cudaErrorLaunchFailure,
+      first_race_ + (races_ > 1 ? " (and " + std::to_string(races_ - 1) + " more racing accesses)" : ""));
+}
+
+void enter(Launch* launch, unsigned block) {
+  running = {launch, block, 0, Span{}};
+}
+
+void set_phase(std::uint64_t phase) {
+  running.phase = phase;
+}
+
+void leave() {
+  running = {};
+}
+
+}  // namespace mnistdp::emu::block_races
+
+// SanitizerCoverage's callbacks, called before every load and store of 1 to 16 bytes in the code compiled
+// with -fsanitize-coverage=trace-loads,trace-stores (the kernels, in preset emu-tsan; vectorising is off
+// there, so that no access is wider). C linkage ignores the pointee's type, which the compiler gives as an
+// integer of the access's size.
+#define MNISTDP_EMU_ACCESS_HOOKS(bytes)                         \
+  extern "C" void __sanitizer_cov_load##bytes(const void* p) {  \
+    mnistdp::emu::block_races::on_access(p, bytes, false);      \
+  }                                                             \
+  extern "C" void __sanitizer_cov_store##bytes(const void* p) { \
+    mnistdp::emu::block_races::on_access(p, bytes, true);       \
+  }
+MNISTDP_EMU_ACCESS_HOOKS(1)
+MNISTDP_EMU_ACCESS_HOOKS(2)
+MNISTDP_EMU_ACCESS_HOOKS(4)
+MNISTDP_EMU_ACCESS_HOOKS(8)
+MNISTDP_EMU_ACCESS_HOOKS(16)

@@ -1,0 +1,89 @@
+#pragma once
+// The emulator's own check of races between the blocks of one kernel launch (MNISTDP_EMU_BLOCK_RACES, on in
+// preset emu-asan; docs/emulation.md, "Races between blocks"). ThreadSanitizer's runtime tells apart at most
+// 256 identities at once, so once a block of 256 threads or more has passed a barrier it is ordered after
+// whatever the blocks before it did, and a race between two such blocks goes unreported. This check needs no
+// history: for every word of device memory a launch touches (every byte, for byte and half-word accesses), it
+// keeps which block last wrote it and which block read it, in which phase (the grid.sync() intervals of a
+// cooperative launch; a single phase otherwise). Two blocks that touch one word in one phase, one of them
+// writing, race, in whatever order the blocks ran.
+//
+// The kernels are compiled with SanitizerCoverage's load and store callbacks in such a build (CMakeLists.txt,
+// mnistdp_cuda_sources), which this file's hooks receive; in every other build nothing calls them.
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "emu/launch.hpp"
+#include "emu/src/memory.hpp"
+
+namespace mnistdp::emu::block_races {
+
+#if defined(MNISTDP_EMU_BLOCK_RACES)
+constexpr bool kEnabled = true;
+#else
+constexpr bool kEnabled = false;
+#endif
+
+// An allocation's bytes [begin, end), or the gap between two allocations (allocation null).
+struct Span {
+  std::uintptr_t begin = 0, end = 0;
+  const Allocation* allocation = nullptr;
+};
+
+// One launch's record of who touched each word of device memory.
+class Launch {
+ public:
+  // Takes the allocations live now: only device and pinned memory are checked (a block's shared memory and
+  // its threads' stacks are its own, and their storage is reused from block to block).
+  explicit Launch(const LaunchSpec& spec);
+  Launch(const Launch&) = delete;
+  Launch& operator=(const Launch&) = delete;
+
+  // An access of `bytes` at `address` by thread `thread` (linear) of block `block` (linear), in `phase`.
+  // `last` is the calling OS thread's hint: the span its last access lay in, updated here.
+  void access(const void* address, unsigned bytes, bool write, unsigned block, unsigned thread,
+              std::uint64_t phase, Span& last);
+
+  // Throws Fault (cudaErrorLaunchFailure) naming the kernel, both blocks and threads and the allocation of
+  // the first race found; does nothing when there was none.
+  void check() const;
+
+ private:
+  struct Touch {
+    unsigned block = 0, thread = 0;
+    std::uint64_t phase = ~std::uint64_t{0};  // none yet
+  };
+  struct Word {
+    std::uintptr_t address = 0;  // 0: a free slot
+    Touch writer;
+    Touch reader;                  // the first reader of the reader's phase
+    bool several_readers = false;  // another block read it too, in that phase
+  };
+
+  Span span_of(std::uintptr_t address) const;
+  Word& find(std::uintptr_t address);
+  void word(std::uintptr_t address, bool write, const Touch& now);
+  void report(std::uintptr_t address, const char* now_does, const Touch& now, const char* then_did,
+              const Touch& then);
+  std::string thread_name(const Touch& t) const;
+
+  const LaunchSpec& spec_;
+  std::vector<Allocation> allocations_;  // by base address
+  std::atomic_flag busy_ = ATOMIC_FLAG_INIT;
+  // An open-addressed table of a power-of-two size, kept at most half full: the check runs on every access.
+  std::vector<Word> words_;
+  std::size_t used_ = 0;
+  std::string first_race_;
+  std::uint64_t races_ = 0;
+};
+
+// The running block's part, set on its OS thread while its threads run (block.cpp): the hooks find the
+// launch, the block and the phase here, and the thread in the built-in variables.
+void enter(Launch* launch, unsigned block);
+void set_phase(std::uint64_t phase);
+void leave();
+
+}  // namespace mnistdp::emu::block_races
