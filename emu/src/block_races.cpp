@@ -63,10 +63,10 @@ void Launch::access(const void* address, unsigned bytes, bool write, unsigned bl
   const auto at = reinterpret_cast<std::uintptr_t>(address);
   if (at - last.begin >= last.end - last.begin) last = span_of(at);
   if (last.allocation == nullptr) return;
-  // Blocks of a cooperative launch or a programmatic chain run on OS threads of their own. A spin lock: a
-  // mutex would be a synchronisation ThreadSanitizer sees, ordering the very blocks it is to check.
   // The record's own memory, allocated and freed by whichever emulated thread runs, is no access of theirs.
   const race::IgnoreAccesses own_memory;
+  // Blocks of a cooperative launch or a programmatic chain run on OS threads of their own. A spin lock: a
+  // mutex would be a synchronisation ThreadSanitizer sees, ordering the very blocks it is to check.
   while (busy_.test_and_set(std::memory_order_acquire))
     sched_yield();
   const Touch now{block, thread, phase};
@@ -104,22 +104,21 @@ Launch::Word& Launch::find(std::uintptr_t address) {
 
 void Launch::word(std::uintptr_t address, bool write, const Touch& now) {
   Word& w = find(address);
-  const bool written_now = w.writer.phase == now.phase;
   const bool read_now = w.reader.phase == now.phase;
-  if (written_now && w.writer.block != now.block) {
+  if (w.writer.phase == now.phase && w.writer.block != now.block) {
     report(address, write ? "writes" : "reads", now, "wrote", w.writer);
-  } else if (write && read_now && (w.reader.block != now.block || w.several_readers)) {
-    // The first reader is another block, or it is this one and another block read the word after it.
-    report(address, "writes", now, w.reader.block != now.block ? "read" : "read (one of several blocks)",
-           w.reader);
+  } else if (write && read_now && w.reader.block != now.block) {
+    report(address, "writes", now, "read", w.reader);
+  } else if (write && read_now && w.other_reader.phase == now.phase) {
+    report(address, "writes", now, "read", w.other_reader);  // this block read it first, that one after
   }
   if (write) {
     w.writer = now;
   } else if (!read_now) {
     w.reader = now;
-    w.several_readers = false;
-  } else if (w.reader.block != now.block) {
-    w.several_readers = true;
+    w.other_reader = Touch{};
+  } else if (w.reader.block != now.block && w.other_reader.phase != now.phase) {
+    w.other_reader = now;
   }
 }
 

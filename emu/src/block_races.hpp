@@ -59,8 +59,8 @@ class Launch {
   struct Word {
     std::uintptr_t address = 0;  // 0: a free slot
     Touch writer;
-    Touch reader;                  // the first reader of the reader's phase
-    bool several_readers = false;  // another block read it too, in that phase
+    Touch reader;        // the first reader of the reader's phase
+    Touch other_reader;  // the first reader from another block than `reader`'s, in that phase
   };
 
   Span span_of(std::uintptr_t address) const;
