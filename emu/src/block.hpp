@@ -15,8 +15,8 @@
 namespace mnistdp::emu {
 
 // The race checks' tokens of the kernel a block belongs to (sanitizer.hpp): every thread acquires `start`
-// before it runs and releases into `end` as it exits; and the launch's record of the blocks' accesses
-// (block_races.hpp). Null outside the race checks' build.
+// before it runs and releases into `end` as it exits (null outside the race checks' build); and the launch's
+// record of the blocks' accesses (block_races.hpp; null unless block_races::wanted()).
 struct KernelTokens {
   const race::Token* start = nullptr;
   const race::Token* end = nullptr;

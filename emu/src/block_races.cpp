@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "emu/builtins.hpp"
+#include "emu/src/config.hpp"
 #include "emu/src/engine.hpp"
 #include "emu/src/sanitizer.hpp"
 
@@ -147,6 +148,10 @@ void Launch::check() const {
   throw Fault(
       cudaErrorLaunchFailure,
       first_race_ + (races_ > 1 ? " (and " + std::to_string(races_ - 1) + " more racing accesses)" : ""));
+}
+
+bool wanted() {
+  return kEnabled && config().block_races;
 }
 
 void enter(Launch* launch, unsigned block) {

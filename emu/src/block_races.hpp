@@ -80,6 +80,9 @@ class Launch {
   std::uint64_t races_ = 0;
 };
 
+// Whether this run checks its launches: a build with the callbacks, and MNISTDP_EMU_BLOCK_RACES=1.
+bool wanted();
+
 // The running block's part, set on its OS thread while its threads run (block.cpp): the hooks find the
 // launch, the block and the phase here, and the thread in the built-in variables.
 void enter(Launch* launch, unsigned block);

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "emu/src/sanitizer.hpp"
 #include "kernels/cuda_memory.hpp"
 #include "tests/emu/broken_kernels.hpp"
 #include "tests/gpu/gpu_test_util.hpp"
@@ -120,14 +121,7 @@ TEST_CASE("a shuffle with a lane missing stops the kernel and names it", "[emu]"
 
 // Under AddressSanitizer (preset emu-asan) allocations have no guard zone: ASan reports the store itself, and
 // the sanitizer probes (sanitizer_probe.cu) check that report.
-#if defined(__SANITIZE_ADDRESS__)
-#define MNISTDP_TEST_UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)  // clang's way of saying it
-#define MNISTDP_TEST_UNDER_ASAN 1
-#endif
-#endif
-#if !defined(MNISTDP_TEST_UNDER_ASAN)
+#if !defined(MNISTDP_EMU_ASAN)  // emu/src/sanitizer.hpp's word for AddressSanitizer, whichever compiler
 TEST_CASE("a store past the end of an allocation stops the kernel and names it", "[emu]") {
   DeviceBuffer<float> p(10);
   Stream s;
