@@ -21,7 +21,8 @@ ctest --preset emu -L emu -j "$(nproc)"
 # shapes (gpu_test::kUnderSanitizer); the test preset still leaves out, for time, the 100-step loss curve
 # and the command line's two longer CUDA runs (preset emu runs them); three steps of every path from the
 # command line stay. The kernels' tests and those three steps run once more with every launch checked for
-# races between its blocks (MNISTDP_EMU_BLOCK_RACES=1), and a UBSan report stops any test.
+# races between its blocks and with the kernels of other operations (MNISTDP_EMU_BLOCK_RACES=1), and a UBSan
+# report stops any test.
 echo "==== test.sh: the CUDA path on emulated devices under AddressSanitizer and UBSan (preset emu-asan) ===="
 scripts/build.sh emu-asan
 ASAN_OPTIONS=halt_on_error=1:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \

@@ -485,6 +485,7 @@ class Block {
     }
     // The kernel before has completed: what its threads did happens before what this thread does next.
     if (const race::Token* previous = link_ ? link_->previous_end() : nullptr) previous->acquire();
+    block_races::passed_programmatic_wait();
   }
 
   // cudaTriggerProgrammaticLaunchCompletion(). In a chain of programmatic launches the thread then waits, as

@@ -20,6 +20,7 @@ struct Running {
   unsigned block = 0;
   std::uint64_t phase = 0;
   Span last;  // the allocation, or the gap between two, of the last access: most accesses hit it again
+  std::vector<bool> waited;  // by linear thread: has returned from cudaGridDependencySynchronize()
 };
 thread_local Running running;
 
@@ -34,16 +35,24 @@ std::string dims_of(unsigned linear, dim3 extent) {
   return text;
 }
 
+unsigned linear_thread() {
+  return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+}
+
 void on_access(const void* address, unsigned bytes, bool write) {
   Running& r = running;
   if (r.launch == nullptr) return;
-  const unsigned thread = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
-  r.launch->access(address, bytes, write, r.block, thread, r.phase, r.last);
+  const unsigned thread = linear_thread();
+  r.launch->access(address, bytes, write, r.block, thread, r.phase,
+                   thread < r.waited.size() && r.waited[thread], r.last);
 }
 
 }  // namespace
 
-Launch::Launch(const LaunchSpec& spec) : spec_(spec), allocations_(live_allocations()) {}
+Launch::Launch(const LaunchSpec& spec, const operation_races::Place& place)
+    : spec_(spec), allocations_(live_allocations()) {
+  if (place.own.lane != 0) operations_.emplace(place, spec.name, allocations_);
+}
 
 Span Launch::span_of(std::uintptr_t address) const {
   auto it = std::upper_bound(
@@ -60,7 +69,7 @@ Span Launch::span_of(std::uintptr_t address) const {
 }
 
 void Launch::access(const void* address, unsigned bytes, bool write, unsigned block, unsigned thread,
-                    std::uint64_t phase, Span& last) {
+                    std::uint64_t phase, bool waited, Span& last) {
   const auto at = reinterpret_cast<std::uintptr_t>(address);
   if (at - last.begin >= last.end - last.begin) last = span_of(at);
   if (last.allocation == nullptr) return;
@@ -71,13 +80,23 @@ void Launch::access(const void* address, unsigned bytes, bool write, unsigned bl
   while (busy_.test_and_set(std::memory_order_acquire))
     sched_yield();
   const Touch now{block, thread, phase};
+  const std::size_t allocation = static_cast<std::size_t>(last.allocation - allocations_.data());
+  operation_races::Conflict conflict;
+  const auto between_operations = [&](std::uintptr_t unit, bool byte) {
+    if (operations_ && operations_->access(allocation, unit, byte, write, waited, conflict))
+      report(unit, write, now, waited, conflict);
+  };
   if (bytes >= kWord) {
-    for (std::uintptr_t w = at / kWord * kWord; w < at + bytes; w += kWord)
+    for (std::uintptr_t w = at / kWord * kWord; w < at + bytes; w += kWord) {
       word(w, write, now);
+      between_operations(w, false);
+    }
   } else {
     // Byte by byte, in records of their own: blocks may write neighbouring bytes of one word (a label each).
-    for (std::uintptr_t b = at; b < at + bytes; ++b)
+    for (std::uintptr_t b = at; b < at + bytes; ++b) {
       word(b | kByteRecord, write, now);
+      between_operations(b, true);
+    }
   }
   busy_.clear(std::memory_order_release);
 }
@@ -123,20 +142,41 @@ void Launch::word(std::uintptr_t address, bool write, const Touch& now) {
   }
 }
 
+std::string Launch::where(std::uintptr_t address) const {
+  const Allocation* a = span_of(address).allocation;
+  return "byte " + std::to_string(address - reinterpret_cast<std::uintptr_t>(a->base)) + " of a " +
+         (a->device >= 0 ? "device allocation" : "pinned host allocation") + " of " +
+         std::to_string(a->bytes) + " bytes";
+}
+
 void Launch::report(std::uintptr_t address, const char* now_does, const Touch& now, const char* then_did,
                     const Touch& then) {
   if (races_++ > 0) return;
-  address &= ~kByteRecord;
-  const Allocation* a = span_of(address).allocation;
   const std::string phase = spec_.cooperative ? " in the same interval between grid.sync() calls (" +
                                                     std::to_string(now.phase) + ")"
                                               : " in the same launch";
   first_race_ = "emulated CUDA: race between blocks in kernel " + std::string(spec_.name) + ": " +
-                thread_name(now) + " " + now_does + " byte " +
-                std::to_string(address - reinterpret_cast<std::uintptr_t>(a->base)) + " of a " +
-                (a->device >= 0 ? "device allocation" : "pinned host allocation") + " of " +
-                std::to_string(a->bytes) + " bytes, which " + thread_name(then) + " " + then_did + phase +
-                ": nothing orders two blocks of a launch";
+                thread_name(now) + " " + now_does + " " + where(address & ~kByteRecord) + ", which " +
+                thread_name(then) + " " + then_did + phase + ": nothing orders two blocks of a launch";
+}
+
+void Launch::report(std::uintptr_t address, bool write, const Touch& now, bool waited,
+                    const operation_races::Conflict& then) {
+  if (races_++ > 0) return;
+  const operation_races::Place& place = operations_->place();
+  const auto stream = [](Epoch e, int device) {
+    return "stream #" + std::to_string(e.lane) + " of device " + std::to_string(device);
+  };
+  const bool same_stream = then.operation.lane == place.own.lane;
+  first_race_ = "emulated CUDA: race between operations in kernel " + std::string(spec_.name) + ": " +
+                thread_name(now) + (write ? " writes " : " reads ") + where(address) + ", which kernel " +
+                then.kernel + " on " + stream(then.operation, then.device) +
+                (then.wrote ? " wrote" : " read") + ", and nothing orders that launch before this one on " +
+                stream(place.own, place.device);
+  if (!waited && same_stream && place.after_wait.covers(then.operation))
+    first_race_ += ": the access comes before the thread's cudaGridDependencySynchronize()";
+  else
+    first_race_ += ": no stream order, event, collective or host synchronisation between them";
 }
 
 std::string Launch::thread_name(const Touch& t) const {
@@ -155,7 +195,20 @@ bool wanted() {
 }
 
 void enter(Launch* launch, unsigned block) {
-  running = {launch, block, 0, Span{}};
+  running.launch = launch;
+  running.block = block;
+  running.phase = 0;
+  running.last = Span{};
+  running.waited.clear();
+}
+
+void passed_programmatic_wait() {
+  Running& r = running;
+  if (r.launch == nullptr) return;
+  const race::IgnoreAccesses own_memory;
+  const unsigned thread = linear_thread();
+  if (thread >= r.waited.size()) r.waited.resize(thread + std::size_t{1}, false);
+  r.waited[thread] = true;
 }
 
 void set_phase(std::uint64_t phase) {
@@ -163,7 +216,8 @@ void set_phase(std::uint64_t phase) {
 }
 
 void leave() {
-  running = {};
+  running.launch = nullptr;
+  running.waited.clear();
 }
 
 }  // namespace mnistdp::emu::block_races

@@ -9,15 +9,18 @@
 // writing, race, in whatever order the blocks ran.
 //
 // The kernels are compiled with SanitizerCoverage's load and store callbacks in such a build (CMakeLists.txt,
-// mnistdp_cuda_sources), which this file's hooks receive; in every other build nothing calls them.
+// mnistdp_cuda_sources), which this file's hooks receive; in every other build nothing calls them. The hooks
+// also feed the check of races between operations (operation_races.hpp), which the same setting turns on.
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "emu/launch.hpp"
 #include "emu/src/memory.hpp"
+#include "emu/src/operation_races.hpp"
 
 namespace mnistdp::emu::block_races {
 
@@ -33,22 +36,25 @@ struct Span {
   const Allocation* allocation = nullptr;
 };
 
-// One launch's record of who touched each word of device memory.
+// One launch's record of who touched each word of device memory, and its part in the check of races between
+// operations (operation_races.hpp).
 class Launch {
  public:
   // Takes the allocations live now: only device and pinned memory are checked (a block's shared memory and
-  // its threads' stacks are its own, and their storage is reused from block to block).
-  explicit Launch(const LaunchSpec& spec);
+  // its threads' stacks are its own, and their storage is reused from block to block). `place`: the
+  // launch's among the operations (operation_races::Step::place_of), none outside one.
+  Launch(const LaunchSpec& spec, const operation_races::Place& place);
   Launch(const Launch&) = delete;
   Launch& operator=(const Launch&) = delete;
 
-  // An access of `bytes` at `address` by thread `thread` (linear) of block `block` (linear), in `phase`.
-  // `last` is the calling OS thread's hint: the span its last access lay in, updated here.
+  // An access of `bytes` at `address` by thread `thread` (linear) of block `block` (linear), in `phase`,
+  // before or after (`waited`) the thread's cudaGridDependencySynchronize(). `last` is the calling OS
+  // thread's hint: the span its last access lay in, updated here.
   void access(const void* address, unsigned bytes, bool write, unsigned block, unsigned thread,
-              std::uint64_t phase, Span& last);
+              std::uint64_t phase, bool waited, Span& last);
 
-  // Throws Fault (cudaErrorLaunchFailure) naming the kernel, both blocks and threads and the allocation of
-  // the first race found; does nothing when there was none.
+  // Throws Fault (cudaErrorLaunchFailure) naming the kernel, the blocks and threads or the operations, and
+  // the allocation of the first race found; does nothing when there was none.
   void check() const;
 
  private:
@@ -68,10 +74,14 @@ class Launch {
   void word(std::uintptr_t address, bool write, const Touch& now);
   void report(std::uintptr_t address, const char* now_does, const Touch& now, const char* then_did,
               const Touch& then);
+  void report(std::uintptr_t address, bool write, const Touch& now, bool waited,
+              const operation_races::Conflict& then);
+  std::string where(std::uintptr_t address) const;
   std::string thread_name(const Touch& t) const;
 
   const LaunchSpec& spec_;
   std::vector<Allocation> allocations_;  // by base address
+  std::optional<operation_races::Launch> operations_;
   std::atomic_flag busy_ = ATOMIC_FLAG_INIT;
   // An open-addressed table of a power-of-two size, kept at most half full: the check runs on every access.
   std::vector<Word> words_;
@@ -87,6 +97,8 @@ bool wanted();
 // launch, the block and the phase here, and the thread in the built-in variables.
 void enter(Launch* launch, unsigned block);
 void set_phase(std::uint64_t phase);
+// The running emulated thread has returned from cudaGridDependencySynchronize().
+void passed_programmatic_wait();
 void leave();
 
 }  // namespace mnistdp::emu::block_races

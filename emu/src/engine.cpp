@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "emu/src/config.hpp"
+#include "emu/src/operation_races.hpp"
 
 namespace mnistdp::emu {
 namespace {
@@ -133,6 +134,8 @@ cudaError_t Engine::enqueue(CUstream_st* stream, Op op) {
   op.seq = ++stream->enqueued;
   op.device = stream->device;
   if (op.done) op.done->release();  // what the host did before the call happens before the operation
+  if (stream->lane == 0) stream->lane = ++next_lane_;
+  if (op.done && block_races::wanted()) op.done->history = host_history_;
   op.previous = std::exchange(stream->last_done, op.done);
   // The legacy default stream waits for every blocking stream of its device and they wait for it.
   Device& dev = devices.at(static_cast<std::size_t>(stream->device));
@@ -187,7 +190,13 @@ bool Engine::reached(const std::function<Completion()>& completion, HostWait how
       return true;
     });
   }
-  if (done && c.done) c.done->acquire();
+  if (done && c.done) {
+    c.done->acquire();
+    if (block_races::wanted()) {
+      std::lock_guard lock(mutex);
+      host_history_.join(c.done->history);
+    }
+  }
   return done;
 }
 
@@ -300,6 +309,20 @@ void Engine::run() {
           after.push_back(d.done.get());
         done.push_back(o.done.get());
       }
+      // The check of races between operations: their history, and each operation's place in it.
+      History history;
+      std::vector<Epoch> epochs;
+      std::vector<std::pair<std::uint64_t, Epoch>> kernels;
+      std::optional<operation_races::Step> step;
+      if (block_races::wanted()) {
+        for (const race::Token* t : after)
+          if (t) history.join(t->history);
+        for (std::size_t i = 0; i < taken.size(); ++i) {
+          epochs.push_back(Epoch{finished[i].first->lane, finished[i].second});
+          if (taken[i].kernel) kernels.emplace_back(taken[i].kernel->number, epochs.back());
+        }
+        step.emplace(history, std::move(kernels), epochs.front(), op.device);
+      }
       std::optional<Fault> fault;
       {
         race::Operation identity(after);
@@ -314,6 +337,13 @@ void Engine::run() {
           fault = f;
         }
         identity.finish(done);
+      }
+      if (step) {
+        step.reset();
+        for (const Epoch& e : epochs)
+          history.add(e);
+        for (const Op& o : taken)
+          o.done->history = history;
       }
       if (fault) {
         lock.lock();

@@ -18,6 +18,8 @@
 #include <vector>
 
 #include "emu/runtime.hpp"
+#include "emu/src/block_races.hpp"
+#include "emu/src/history.hpp"
 #include "emu/src/sanitizer.hpp"
 
 namespace mnistdp::emu {
@@ -66,7 +68,9 @@ struct Op {
   int device = 0;
   // The race checks (sanitizer.hpp): the enqueuing host's history and then this operation's, for whatever
   // comes after it; and the operation before it in its stream. Null in every other build.
-  std::shared_ptr<const race::Token> done = race::kEnabled ? std::make_shared<const race::Token>() : nullptr;
+  // The checks of races between operations (operation_races.hpp) keep the operation's history in `done`.
+  std::shared_ptr<const race::Token> done =
+      race::kEnabled || block_races::wanted() ? std::make_shared<const race::Token>() : nullptr;
   std::shared_ptr<const race::Token> previous;
 };
 
@@ -102,6 +106,7 @@ struct CUstream_st {
   std::deque<mnistdp::emu::Op> queue;
   std::shared_ptr<mnistdp::emu::Counter> completed = std::make_shared<mnistdp::emu::Counter>();
   std::uint64_t enqueued = 0;
+  std::uint32_t lane = 0;  // the check of races between operations' name for it (history.hpp); 0: none yet
   std::shared_ptr<const mnistdp::emu::race::Token> last_done;  // of the operation enqueued last
   // While capturing: the graph being built, the mode, the capturing thread, and whether an illegal call
   // has invalidated the capture.
@@ -196,6 +201,8 @@ class Engine {
   void fail(int device, const Fault& fault);
 
   std::uint64_t next_id_ = 0;
+  std::uint32_t next_lane_ = 0;
+  History host_history_;  // the check of races between operations': what every host thread has waited for
   std::uint64_t released_upto_ = 0;
   int waiting_hosts_ = 0;
   bool stopping_ = false;

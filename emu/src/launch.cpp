@@ -90,7 +90,7 @@ void run_grid(const LaunchSpec& spec, const std::function<void()>& body, int dev
   const race::Token end;
   const race::KernelRun kernel_run(start, {&end});
   std::optional<block_races::Launch> accesses;
-  if (block_races::wanted()) accesses.emplace(spec);
+  if (block_races::wanted()) accesses.emplace(spec, operation_races::Step::place_of(launch, nullptr));
   const KernelTokens tokens{&start, &end, accesses ? &*accesses : nullptr};
   const std::uint64_t seed = mix(config().seed, launch);
   const std::vector<uint3> blocks = block_indices(spec.grid, seed);
@@ -133,14 +133,18 @@ void run_grid(const LaunchSpec& spec, const std::function<void()>& body, int dev
 class ProgrammaticChain {
  public:
   explicit ProgrammaticChain(const std::vector<std::shared_ptr<const KernelLaunch>>& chain) {
+    const std::uint64_t* previous = nullptr;  // the launch before, in the chain
     for (const auto& launch : chain) {
       Kernel k;
       k.launch = launch.get();
       k.seed = mix(config().seed, launch->number);
       k.blocks = block_indices(launch->spec.grid, k.seed);
       k.end = std::make_unique<race::Token>();
-      if (block_races::wanted()) k.accesses = std::make_unique<block_races::Launch>(launch->spec);
+      if (block_races::wanted())
+        k.accesses = std::make_unique<block_races::Launch>(
+            launch->spec, operation_races::Step::place_of(launch->number, previous));
       kernels_.push_back(std::move(k));
+      previous = &launch->number;
     }
   }
 

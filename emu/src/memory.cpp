@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "emu/src/engine.hpp"
+#include "emu/src/operation_races.hpp"
 #include "emu/src/sanitizer.hpp"
 
 namespace mnistdp::emu {
@@ -140,6 +141,7 @@ cudaError_t release(void* ptr, bool pinned) {
     std::lock_guard lock(r.mutex);
     r.live.erase(static_cast<std::byte*>(ptr));
   }
+  mnistdp::emu::operation_races::forget(ptr);
   if (!pinned) {
     std::lock_guard lock(e.mutex);
     e.devices[static_cast<std::size_t>(a.device)].allocated -= a.bytes;

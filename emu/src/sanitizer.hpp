@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "emu/src/history.hpp"
+
 #if defined(__SANITIZE_ADDRESS__)
 #define MNISTDP_EMU_ASAN 1
 #elif defined(__has_feature)
@@ -135,6 +137,10 @@ class IgnoreSync {
 // it into the next kernel).
 class Token {
  public:
+  // The check of races between operations (operation_races.hpp) keeps here, in a device operation's token,
+  // the history of what is ordered before the operation: the host's at its enqueue, then its own once done.
+  mutable History history;
+
   Token() {
 #if defined(MNISTDP_EMU_RACE_CHECKS)
     IgnoreAccesses quiet;

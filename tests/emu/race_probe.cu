@@ -75,6 +75,41 @@ __global__ void large_across_blocks_kernel(float* __restrict__ buffer,  // [kLar
   if (blockIdx.x == 1) out[i] = buffer[i];
 }
 
+// A kernel on one stream fills a buffer and a kernel on another copies it, in blocks of 1024 threads that
+// pass a barrier first: ThreadSanitizer's runtime may then order the two kernels, so only the check of races
+// between operations reports a missing wait.
+__global__ void large_fill_kernel(float* __restrict__ p,  // [kLargeThreads]
+                                  float value) {
+  __syncthreads();
+  p[threadIdx.x] = value;
+}
+
+__global__ void large_copy_kernel(const float* __restrict__ src,  // [kLargeThreads]
+                                  float* __restrict__ dst) {      // [kLargeThreads]
+  __syncthreads();
+  dst[threadIdx.x] = src[threadIdx.x];
+}
+
+// The same pair as a programmatic launch: the primary fills and triggers, the dependent reads before its wait
+// (a race) or after it.
+__global__ void large_fill_then_trigger_kernel(float* __restrict__ p,  // [kLargeThreads]
+                                               float value) {
+  __syncthreads();
+  p[threadIdx.x] = value;
+  cuda::detail::allow_next_kernel();
+}
+
+template <bool kReadFirst>
+__global__ void large_dependent_copy_kernel(const float* __restrict__ src,  // [kLargeThreads]
+                                            float* __restrict__ dst) {      // [kLargeThreads]
+  __syncthreads();
+  float value = 0.0f;
+  if (kReadFirst) value = src[threadIdx.x];
+  cuda::detail::wait_for_previous_kernel();
+  if (!kReadFirst) value = src[threadIdx.x];
+  dst[threadIdx.x] = value;
+}
+
 __global__ void fill_kernel(float* __restrict__ p,  // [kThreads]
                             float value) {
   p[threadIdx.x] = value;
@@ -185,6 +220,33 @@ void programmatic_wait() {
   CUDA_CHECK(cudaStreamSynchronize(stream.get()));
 }
 
+template <bool kSynchronised>
+void large_blocks_on_two_streams() {
+  DeviceBuffer<float> buffer(kLargeThreads), out(kLargeThreads);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  const Stream producer, consumer;
+  const Event filled;
+  cuda::detail::launch<large_fill_kernel>(1, kLargeThreads, 0, producer.get(), buffer.data(), 1.0f);
+  if (kSynchronised) {
+    CUDA_CHECK(cudaEventRecord(filled.get(), producer.get()));
+    CUDA_CHECK(cudaStreamWaitEvent(consumer.get(), filled.get(), 0));
+  }
+  cuda::detail::launch<large_copy_kernel>(1, kLargeThreads, 0, consumer.get(), buffer.data(), out.data());
+  CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+template <bool kSynchronised>
+void large_blocks_programmatic_wait() {
+  DeviceBuffer<float> buffer(kLargeThreads), out(kLargeThreads);
+  const Stream stream;
+  CUDA_CHECK(cudaDeviceSynchronize());
+  cuda::detail::launch<large_fill_then_trigger_kernel>(1, kLargeThreads, 0, stream.get(), buffer.data(),
+                                                       1.0f);
+  cuda::detail::launch_in_order<large_dependent_copy_kernel<!kSynchronised>>(
+      1, kLargeThreads, 0, stream.get(), cuda::LaunchOrder::programmatic, buffer.data(), out.data());
+  CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+}
+
 constexpr Case kCases[] = {
     {"shared-memory-without-barrier", shared_memory<false>},
     {"shared-memory-synchronised", shared_memory<true>},
@@ -201,6 +263,10 @@ constexpr Case kCases[] = {
     {"read-before-programmatic-wait", programmatic_wait<false>},
     {"programmatic-wait-synchronised", programmatic_wait<true>},
     {"events-on-unordered-streams", events_on_unordered_streams},
+    {"large-blocks-on-streams-without-event", large_blocks_on_two_streams<false>},
+    {"large-blocks-on-streams-synchronised", large_blocks_on_two_streams<true>},
+    {"large-blocks-read-before-programmatic-wait", large_blocks_programmatic_wait<false>},
+    {"large-blocks-programmatic-wait-synchronised", large_blocks_programmatic_wait<true>},
 };
 
 }  // namespace
