@@ -149,9 +149,16 @@ cudaError_t copy_on(CUstream_st* s, void* dst, const void* src, std::size_t byte
     // Pageable source: staged now, as the runtime stages it before the call returns.
     auto staged = std::make_shared<std::vector<std::byte>>(static_cast<const std::byte*>(src),
                                                            static_cast<const std::byte*>(src) + bytes);
-    op.run = [dst, staged] { std::memcpy(dst, staged->data(), staged->size()); };
+    op.run = [dst, staged] {
+      mnistdp::emu::device_operation_touches("a copy", dst, staged->size(), true);
+      std::memcpy(dst, staged->data(), staged->size());
+    };
   } else {
-    op.run = [dst, src, bytes] { std::memmove(dst, src, bytes); };
+    op.run = [dst, src, bytes] {
+      mnistdp::emu::device_operation_touches("a copy", src, bytes, false);
+      mnistdp::emu::device_operation_touches("a copy", dst, bytes, true);
+      std::memmove(dst, src, bytes);
+    };
   }
   if (const cudaError_t e = engine().enqueue(s, std::move(op)); e != cudaSuccess) return record(e);
   if (d.device >= 0 && sp.device < 0) ++engine().host_to_device_copies;
@@ -173,8 +180,11 @@ cudaError_t fill_on(CUstream_st* s, void* ptr, std::size_t pitch, int value, std
   Op op;
   op.what = "a memset of " + std::to_string(span) + " bytes";
   op.run = [ptr, pitch, value, width, height] {
-    for (std::size_t r = 0; r < height; ++r)
+    for (std::size_t r = 0; r < height; ++r) {
+      mnistdp::emu::device_operation_touches("a memset", static_cast<std::byte*>(ptr) + r * pitch, width,
+                                             true);
       std::memset(static_cast<std::byte*>(ptr) + r * pitch, value, width);
+    }
   };
   if (const cudaError_t e = engine().enqueue(s, std::move(op)); e != cudaSuccess) return record(e);
   if (sync) return wait_and_report(s);

@@ -169,10 +169,9 @@ void Launch::report(std::uintptr_t address, bool write, const Touch& now, bool w
   };
   const bool same_stream = then.operation.lane == place.own.lane;
   first_race_ = "emulated CUDA: race between operations in kernel " + std::string(spec_.name) + ": " +
-                thread_name(now) + (write ? " writes " : " reads ") + where(address) + ", which kernel " +
-                then.kernel + " on " + stream(then.operation, then.device) +
-                (then.wrote ? " wrote" : " read") + ", and nothing orders that launch before this one on " +
-                stream(place.own, place.device);
+                thread_name(now) + (write ? " writes " : " reads ") + where(address) + ", which " + then.by +
+                " on " + stream(then.operation, then.device) + (then.wrote ? " wrote" : " read") +
+                ", and nothing orders that before this launch on " + stream(place.own, place.device);
   if (!waited && same_stream && place.after_wait.covers(then.operation))
     first_race_ += ": the access comes before the thread's cudaGridDependencySynchronize()";
   else

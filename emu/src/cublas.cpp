@@ -117,6 +117,18 @@ cublasStatus_t cublasSgemm(cublasHandle_t handle, cublasOperation_t trans_a, cub
   mnistdp::emu::Op op;
   op.what = "cublasSgemm";
   op.run = [=] {
+    // What the product reads and writes, for the check of races between operations: whole columns, from the
+    // first element to the last.
+    const auto span = [](int rows, int columns, int ld) {
+      return (static_cast<std::size_t>(columns - 1) * ld + rows) * sizeof(float);
+    };
+    if (k > 0) {
+      mnistdp::emu::device_operation_touches("cublasSgemm", a,
+                                             span(rows_a, trans_a == CUBLAS_OP_N ? k : m, lda), false);
+      mnistdp::emu::device_operation_touches("cublasSgemm", b,
+                                             span(rows_b, trans_b == CUBLAS_OP_N ? n : k, ldb), false);
+    }
+    mnistdp::emu::device_operation_touches("cublasSgemm", c, span(m, n, ldc), true);
     // op(A) [m, k] and op(B) [k, n] copied column-major (rounded to TF32 where asked), so that the loop over
     // a column of C runs along contiguous memory; each element's sum is still over p in order.
     std::vector<float> opa(static_cast<std::size_t>(m) * k);

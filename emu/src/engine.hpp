@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -42,6 +43,14 @@ struct Dependency {
   std::shared_ptr<const race::Token> done;  // released by the operation that brings `counter` to `at_least`
 };
 
+// A device operation's access (a copy's, a fill's, a collective's, a product's: `what`, a string literal) to
+// [p, p + bytes), for the check of races between operations (operation_races.hpp): throws Fault when it races
+// with an earlier access. Nothing when the check is off.
+inline void device_operation_touches(const char* what, const void* p, std::size_t bytes, bool write) {
+  if (std::optional<std::string> race = operation_races::touch(what, p, bytes, write))
+    throw Fault(cudaErrorLaunchFailure, *race);
+}
+
 struct Collective;
 
 // A kernel launch kept whole, so that the engine can run it together with the programmatic launches queued
@@ -66,9 +75,9 @@ struct Op {
   std::uint64_t id = 0;                        // global enqueue order
   std::uint64_t seq = 0;                       // position in its stream
   int device = 0;
-  // The race checks (sanitizer.hpp): the enqueuing host's history and then this operation's, for whatever
-  // comes after it; and the operation before it in its stream. Null in every other build.
-  // The checks of races between operations (operation_races.hpp) keep the operation's history in `done`.
+  // The race checks (sanitizer.hpp), and the check of races between operations (operation_races.hpp, whose
+  // history the token holds): the enqueuing host's history and then this operation's, for whatever comes
+  // after it; and the operation before it in its stream. Null when neither check is on.
   std::shared_ptr<const race::Token> done =
       race::kEnabled || block_races::wanted() ? std::make_shared<const race::Token>() : nullptr;
   std::shared_ptr<const race::Token> previous;

@@ -169,6 +169,8 @@ ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, std::size_t cou
   Clique& clique = *comm->clique;
   if (clique.ranks == 1) {
     o.run = [send, recv, count] {
+      mnistdp::emu::device_operation_touches("ncclAllReduce", send, count * sizeof(float), false);
+      mnistdp::emu::device_operation_touches("ncclAllReduce", recv, count * sizeof(float), true);
       if (send != recv) std::memmove(recv, send, count * sizeof(float));
     };
     return engine.enqueue(s, std::move(o)) == cudaSuccess ? ncclSuccess
@@ -191,6 +193,10 @@ ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, std::size_t cou
       slot.second->count = count;
       std::shared_ptr<Table> t = slot.second;
       slot.first->run = [t] {
+        for (const float* in : t->send)
+          mnistdp::emu::device_operation_touches("ncclAllReduce", in, t->count * sizeof(float), false);
+        for (const float* out : t->recv)
+          mnistdp::emu::device_operation_touches("ncclAllReduce", out, t->count * sizeof(float), true);
         std::vector<float> sums(t->count);
         for (std::size_t i = 0; i < t->count; ++i) {
           float acc = t->send[0][i];

@@ -1,21 +1,23 @@
 #pragma once
-// The emulator's check of races between operations: between kernels on streams, events or devices that
-// nothing orders, and between a dependent kernel of a programmatic launch and its primary before the
-// dependent's cudaGridDependencySynchronize() (on with the check of races between blocks,
-// MNISTDP_EMU_BLOCK_RACES; docs/emulation.md, "Races between operations"). ThreadSanitizer finds these too,
-// but its runtime tells apart at most 256 identities, so after a barrier in a block of 256 threads or more it
-// may order the kernels it is to check. This check keeps, for every word of device and pinned memory a kernel
-// touches, the launch that last wrote it and the launches that read it since, across launches, until the
-// memory is freed; a launch's access races with an earlier one unless the earlier one's operation is in the
-// later one's history (history.hpp): its stream's order, the events and the legacy stream's waits, the
-// collectives, and what the host had waited for when it enqueued the later one. So a missing wait is reported
-// in whatever order the engine ran the two.
+// The emulator's check of races between operations: between kernels, copies, fills, collectives and
+// products on streams or devices that nothing orders, and between a dependent kernel of a programmatic launch
+// and its primary before the dependent's cudaGridDependencySynchronize() (on with the check of races between
+// blocks, MNISTDP_EMU_BLOCK_RACES; docs/emulation.md, "Races between operations"). ThreadSanitizer finds
+// these too, but its runtime tells apart at most 256 identities, so after a barrier in a block of 256 threads
+// or more it may order the kernels it is to check. This check keeps, for every word of device and pinned
+// memory that a kernel or another device operation touches, the one that last wrote it and those that read
+// it since, until the memory is freed. An access races with an earlier one unless the earlier one's
+// operation is in the later one's history (history.hpp): its stream's order, the events and the legacy
+// stream's waits, the collectives, and what the host had waited for when it enqueued the later one. So a
+// missing wait is reported in whatever order the engine ran the two.
 //
-// The host's own accesses and the emulator's copies, fills, collectives and products are not recorded: only
-// the kernels' accesses reach the hooks (block_races.cpp).
+// The kernels' accesses come through the hooks (block_races.cpp); the other device operations (copies, fills,
+// collectives, products) record their ranges as they run (touch()). The host's own accesses are not recorded.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "emu/src/history.hpp"
@@ -49,6 +51,7 @@ class Step {
 
  private:
   Epoch epoch_of(std::uint64_t launch) const;
+  friend std::optional<std::string> touch(const char* what, const void* p, std::size_t bytes, bool write);
 
   History start_;
   std::vector<std::pair<std::uint64_t, Epoch>> kernels_;
@@ -59,9 +62,9 @@ class Step {
 
 // An earlier access that an access races with.
 struct Conflict {
-  bool wrote = false;       // a write; a read otherwise
-  const char* kernel = "";  // the earlier launch's kernel
-  Epoch operation;          // and operation
+  bool wrote = false;  // a write; a read otherwise
+  std::string by;      // what made it: "kernel NAME", or a device operation's name ("a copy")
+  Epoch operation;     // and its operation
   int device = 0;
 };
 
@@ -88,6 +91,12 @@ class Launch {
   std::uint32_t source_ = 0;
   std::vector<std::shared_ptr<AllocationRecords>> records_;  // by allocation
 };
+
+// Records an access by the running device operation other than a kernel (a copy, a fill, a collective, a
+// product: `what`, which must outlive the records, as a string literal does) to [p, p + bytes), word by word,
+// on the engine's thread. Returns the message naming the first race, if it races with an earlier access.
+// Does nothing outside a Step (the check is off) and for memory that is no allocation.
+std::optional<std::string> touch(const char* what, const void* p, std::size_t bytes, bool write);
 
 // Forgets the records of the allocation at `base`, as it is freed: memory allocated there later is new.
 void forget(const void* base);

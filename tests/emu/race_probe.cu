@@ -235,6 +235,23 @@ void large_blocks_on_two_streams() {
   CUDA_CHECK(cudaDeviceSynchronize());
 }
 
+// A kernel on one stream fills a buffer, and a copy on another stream reads it, after an event or not.
+template <bool kSynchronised>
+void copy_on_another_stream() {
+  DeviceBuffer<float> buffer(kLargeThreads), out(kLargeThreads);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  const Stream producer, consumer;
+  const Event filled;
+  cuda::detail::launch<large_fill_kernel>(1, kLargeThreads, 0, producer.get(), buffer.data(), 1.0f);
+  if (kSynchronised) {
+    CUDA_CHECK(cudaEventRecord(filled.get(), producer.get()));
+    CUDA_CHECK(cudaStreamWaitEvent(consumer.get(), filled.get(), 0));
+  }
+  CUDA_CHECK(cudaMemcpyAsync(out.data(), buffer.data(), kLargeThreads * sizeof(float),
+                             cudaMemcpyDeviceToDevice, consumer.get()));
+  CUDA_CHECK(cudaDeviceSynchronize());
+}
+
 template <bool kSynchronised>
 void large_blocks_programmatic_wait() {
   DeviceBuffer<float> buffer(kLargeThreads), out(kLargeThreads);
@@ -265,6 +282,8 @@ constexpr Case kCases[] = {
     {"events-on-unordered-streams", events_on_unordered_streams},
     {"large-blocks-on-streams-without-event", large_blocks_on_two_streams<false>},
     {"large-blocks-on-streams-synchronised", large_blocks_on_two_streams<true>},
+    {"copy-on-another-stream-without-event", copy_on_another_stream<false>},
+    {"copy-on-another-stream-synchronised", copy_on_another_stream<true>},
     {"large-blocks-read-before-programmatic-wait", large_blocks_programmatic_wait<false>},
     {"large-blocks-programmatic-wait-synchronised", large_blocks_programmatic_wait<true>},
 };
