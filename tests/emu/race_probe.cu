@@ -179,20 +179,30 @@ void large_cooperative_blocks() {
   CUDA_CHECK(cudaDeviceSynchronize());
 }
 
-// A kernel on one stream fills a buffer; a kernel on another copies it, after an event or not.
-template <bool kSynchronised>
-void two_streams() {
-  DeviceBuffer<float> buffer(kThreads), out(kThreads);
+// A kernel of one block of `threads` fills a buffer on one stream, and `use(stream, buffer, out)` reads it on
+// another, after an event or not.
+template <bool kSynchronised, auto kFill, class Use>
+void filled_on_one_stream_used_on_another(int threads, Use use) {
+  DeviceBuffer<float> buffer(threads), out(threads);
   CUDA_CHECK(cudaDeviceSynchronize());  // the allocations' initialisation, before either stream
   const Stream producer, consumer;
   const Event filled;
-  cuda::detail::launch<fill_kernel>(1, kThreads, 0, producer.get(), buffer.data(), 1.0f);
+  cuda::detail::launch<kFill>(1, threads, 0, producer.get(), buffer.data(), 1.0f);
   if (kSynchronised) {
     CUDA_CHECK(cudaEventRecord(filled.get(), producer.get()));
     CUDA_CHECK(cudaStreamWaitEvent(consumer.get(), filled.get(), 0));
   }
-  cuda::detail::launch<copy_kernel>(1, kThreads, 0, consumer.get(), buffer.data(), out.data());
+  use(consumer.get(), buffer.data(), out.data());
   CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+// A kernel on one stream fills a buffer; a kernel on another copies it.
+template <bool kSynchronised>
+void two_streams() {
+  filled_on_one_stream_used_on_another<kSynchronised, fill_kernel>(
+      kThreads, [](cudaStream_t stream, float* buffer, float* out) {
+        cuda::detail::launch<copy_kernel>(1, kThreads, 0, stream, buffer, out);
+      });
 }
 
 // Events recorded on two streams that nothing orders: the records are the emulator's bookkeeping (a counter,
@@ -209,59 +219,46 @@ void events_on_unordered_streams() {
   CUDA_CHECK(cudaEventElapsedTime(&ms, a.get(), b.get()));
 }
 
-template <bool kSynchronised>
-void programmatic_wait() {
-  DeviceBuffer<float> buffer(kThreads), out(kThreads);
+// A kernel of one block of `threads` fills a buffer and lets the next kernel start, which copies the buffer
+// before or after its programmatic wait.
+template <auto kPrimary, auto kDependent>
+void programmatic_pair(int threads) {
+  DeviceBuffer<float> buffer(threads), out(threads);
   const Stream stream;
   CUDA_CHECK(cudaDeviceSynchronize());
-  cuda::detail::launch<fill_then_trigger_kernel>(1, kThreads, 0, stream.get(), buffer.data(), 1.0f);
-  cuda::detail::launch_in_order<dependent_copy_kernel<!kSynchronised>>(
-      1, kThreads, 0, stream.get(), cuda::LaunchOrder::programmatic, buffer.data(), out.data());
+  cuda::detail::launch<kPrimary>(1, threads, 0, stream.get(), buffer.data(), 1.0f);
+  cuda::detail::launch_in_order<kDependent>(1, threads, 0, stream.get(), cuda::LaunchOrder::programmatic,
+                                            buffer.data(), out.data());
   CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+}
+
+template <bool kSynchronised>
+void programmatic_wait() {
+  programmatic_pair<fill_then_trigger_kernel, dependent_copy_kernel<!kSynchronised>>(kThreads);
 }
 
 template <bool kSynchronised>
 void large_blocks_on_two_streams() {
-  DeviceBuffer<float> buffer(kLargeThreads), out(kLargeThreads);
-  CUDA_CHECK(cudaDeviceSynchronize());
-  const Stream producer, consumer;
-  const Event filled;
-  cuda::detail::launch<large_fill_kernel>(1, kLargeThreads, 0, producer.get(), buffer.data(), 1.0f);
-  if (kSynchronised) {
-    CUDA_CHECK(cudaEventRecord(filled.get(), producer.get()));
-    CUDA_CHECK(cudaStreamWaitEvent(consumer.get(), filled.get(), 0));
-  }
-  cuda::detail::launch<large_copy_kernel>(1, kLargeThreads, 0, consumer.get(), buffer.data(), out.data());
-  CUDA_CHECK(cudaDeviceSynchronize());
+  filled_on_one_stream_used_on_another<kSynchronised, large_fill_kernel>(
+      kLargeThreads, [](cudaStream_t stream, float* buffer, float* out) {
+        cuda::detail::launch<large_copy_kernel>(1, kLargeThreads, 0, stream, buffer, out);
+      });
 }
 
-// A kernel on one stream fills a buffer, and a copy on another stream reads it, after an event or not.
+// A kernel on one stream fills a buffer, and a copy on another stream reads it.
 template <bool kSynchronised>
 void copy_on_another_stream() {
-  DeviceBuffer<float> buffer(kLargeThreads), out(kLargeThreads);
-  CUDA_CHECK(cudaDeviceSynchronize());
-  const Stream producer, consumer;
-  const Event filled;
-  cuda::detail::launch<large_fill_kernel>(1, kLargeThreads, 0, producer.get(), buffer.data(), 1.0f);
-  if (kSynchronised) {
-    CUDA_CHECK(cudaEventRecord(filled.get(), producer.get()));
-    CUDA_CHECK(cudaStreamWaitEvent(consumer.get(), filled.get(), 0));
-  }
-  CUDA_CHECK(cudaMemcpyAsync(out.data(), buffer.data(), kLargeThreads * sizeof(float),
-                             cudaMemcpyDeviceToDevice, consumer.get()));
-  CUDA_CHECK(cudaDeviceSynchronize());
+  filled_on_one_stream_used_on_another<kSynchronised, large_fill_kernel>(
+      kLargeThreads, [](cudaStream_t stream, float* buffer, float* out) {
+        CUDA_CHECK(
+            cudaMemcpyAsync(out, buffer, kLargeThreads * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+      });
 }
 
 template <bool kSynchronised>
 void large_blocks_programmatic_wait() {
-  DeviceBuffer<float> buffer(kLargeThreads), out(kLargeThreads);
-  const Stream stream;
-  CUDA_CHECK(cudaDeviceSynchronize());
-  cuda::detail::launch<large_fill_then_trigger_kernel>(1, kLargeThreads, 0, stream.get(), buffer.data(),
-                                                       1.0f);
-  cuda::detail::launch_in_order<large_dependent_copy_kernel<!kSynchronised>>(
-      1, kLargeThreads, 0, stream.get(), cuda::LaunchOrder::programmatic, buffer.data(), out.data());
-  CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+  programmatic_pair<large_fill_then_trigger_kernel, large_dependent_copy_kernel<!kSynchronised>>(
+      kLargeThreads);
 }
 
 constexpr Case kCases[] = {
