@@ -552,7 +552,9 @@ int run_train(const TrainOptions& o, const LaunchInfo& launch, ProcessGroup* gro
   if (console && placement.gpu) console->mark_times_emulated();
 #endif
   CheckpointListener checkpoints(o, t, data, trainer, signals, root);
-  Listeners listener({console ? &*console : nullptr, &checkpoints, metrics.get()});
+  // The checkpoint first: a line that says an epoch is done is printed once its checkpoint is on disk, and a
+  // second signal from then on names that checkpoint.
+  Listeners listener({&checkpoints, console ? &*console : nullptr, metrics.get()});
   const std::vector<EpochReport> reports = trainer.run(listener);
   if (o.trace && root) {
     std::vector<std::string> names;
