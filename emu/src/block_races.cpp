@@ -164,14 +164,12 @@ void Launch::report(std::uintptr_t address, bool write, const Touch& now, bool w
                     const operation_races::Conflict& then) {
   if (races_++ > 0) return;
   const operation_races::Place& place = operations_->place();
-  const auto stream = [](Epoch e, int device) {
-    return "stream #" + std::to_string(e.lane) + " of device " + std::to_string(device);
-  };
   const bool same_stream = then.operation.lane == place.own.lane;
   first_race_ = "emulated CUDA: race between operations in kernel " + std::string(spec_.name) + ": " +
                 thread_name(now) + (write ? " writes " : " reads ") + where(address) + ", which " + then.by +
-                " on " + stream(then.operation, then.device) + (then.wrote ? " wrote" : " read") +
-                ", and nothing orders that before this launch on " + stream(place.own, place.device);
+                " on " + operation_races::stream_name(then.operation, then.device) +
+                (then.wrote ? " wrote" : " read") + ", and nothing orders that before this launch on " +
+                operation_races::stream_name(place.own, place.device);
   if (!waited && same_stream && place.after_wait.covers(then.operation))
     first_race_ += ": the access comes before the thread's cudaGridDependencySynchronize()";
   else

@@ -250,12 +250,14 @@ std::optional<std::string> touch(const char* what, const void* p, std::size_t by
   return "emulated CUDA: race between operations in " + std::string(what) + ": it " +
          (write ? "writes" : "reads") + " byte " + std::to_string(std::max(at, begin) - base) + " of a " +
          (a->device >= 0 ? "device allocation" : "pinned host allocation") + " of " +
-         std::to_string(a->bytes) + " bytes, which " + conflict.by + " on stream #" +
-         std::to_string(conflict.operation.lane) + " of device " + std::to_string(conflict.device) +
-         (conflict.wrote ? " wrote" : " read") +
-         ", and nothing orders that before this operation on stream #" + std::to_string(step->first_.lane) +
-         " of device " + std::to_string(step->device_) +
+         std::to_string(a->bytes) + " bytes, which " + conflict.by + " on " +
+         stream_name(conflict.operation, conflict.device) + (conflict.wrote ? " wrote" : " read") +
+         ", and nothing orders that before this operation on " + stream_name(step->first_, step->device_) +
          ": no stream order, event, collective or host synchronisation between them";
+}
+
+std::string stream_name(Epoch operation, int device) {
+  return "stream #" + std::to_string(operation.lane) + " of device " + std::to_string(device);
 }
 
 void forget(const void* base) {

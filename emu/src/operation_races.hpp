@@ -68,6 +68,9 @@ struct Conflict {
   int device = 0;
 };
 
+// How reports name a stream: "stream #3 of device 0" (numbered at its first operation).
+std::string stream_name(Epoch operation, int device);
+
 class AllocationRecords;
 
 // One launch's part in the records.
