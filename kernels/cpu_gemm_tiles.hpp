@@ -9,7 +9,7 @@
 //   a
 //                           tile of NV vectors has kAccumulators / NV rows, so that narrow column blocks (a
 //                           shard of 32 rows, 10 classes) still do many multiply-adds per load
-//   kDepth                  the k-slice of B a pass keeps in the L1 cache
+//   kDepth                  the deepest pass over k: a column block's slice of B that stays in the L2 cache
 //   zero(), set1(x), load(p), load_part(p, lanes), store(p, v), store_part(p, v, lanes), fmadd(a, b, c) = a b
 //   + c, add(a, b), sub(a, b) = a - b, mul(a, b), relu(v), zero_where_not_positive(mask, v)
 //
@@ -194,16 +194,20 @@ template <class V>
 void run(const Gemm& g) {
   if (g.m <= 0 || g.n <= 0) return;
   constexpr int block_columns = V::kTileVectors * V::kLanes;
+  // k-slices outermost, so that a column block's slice of B stays in L2 while every row tile of A streams
+  // down it; the partial sums wait in C between slices. Every product of a step (k up to 784) is one pass:
+  // B's rows, read in order, come from L2 as fast as the multiply-adds use them, and slices small enough for
+  // L1 cost more in the partial sums' round trips through C than they saved (fc1's forward product in 7
+  // passes of 112 rows took 112 to 120 us, in one 109, on an Intel Xeon with AVX-512). The passes are as deep
+  // as one another, at most kDepth: a short last pass would pay a whole pass's loads and stores of C for few
+  // multiply-adds. k = 0 still makes one pass, which writes the epilogue of zero sums.
+  const int passes = g.k > 0 ? (g.k + V::kDepth - 1) / V::kDepth : 1;
+  const int deepest_pass = g.k > 0 ? (g.k + passes - 1) / passes : 0;
   // Grown to the largest slice a thread has packed, then reused: no allocation in a steady state.
   thread_local std::vector<float> packed;
   const bool pack_a = g.n > block_columns && g.k > 0 && g.a_col_stride != 1;
-  if (pack_a && packed.size() < static_cast<std::size_t>(g.m) * V::kDepth)
-    packed.resize(static_cast<std::size_t>(g.m) * V::kDepth);
-  // k-slices outermost, so that a column block's slice of B stays in L1 while every row tile of A passes over
-  // it; the partial sums wait in C between slices. The passes are as deep as one another, at most kDepth: a
-  // short last pass (16 of fc1's 784 = 6 x 128 + 16) would pay a whole pass's loads and stores of C for few
-  // multiply-adds. k = 0 still makes one pass, which writes the epilogue of zero sums.
-  const int passes = g.k > 0 ? (g.k + V::kDepth - 1) / V::kDepth : 1;
+  const auto pack_size = static_cast<std::size_t>(g.m) * static_cast<std::size_t>(deepest_pass);
+  if (pack_a && packed.size() < pack_size) packed.resize(pack_size);
   for (int index = 0; index < passes; ++index) {
     const int k0 = static_cast<int>(static_cast<long long>(g.k) * index / passes);
     const int k1 = static_cast<int>(static_cast<long long>(g.k) * (index + 1) / passes);

@@ -108,12 +108,13 @@ std::string shape_name(int m, int n, int k) {
 }
 
 // The products of a step and shapes around every tile edge: rows 1-7 and 13 (tiles of 4 and 6), columns that
-// leave partial vectors of 4, 8 and 16 lanes and partial blocks, k past the k-slices (128, 256, 512).
+// leave partial vectors of 4, 8 and 16 lanes and partial blocks, k in one pass and past the deepest (1,024),
+// in two, the partial sums waiting in C between them.
 void check_gemm(Isa isa) {
   std::mt19937 rng(2026);
   const int ms[] = {1, 5, 6, 7, 13, 256};
   const int ns[] = {1, 3, 10, 17, 64, 65, 100};
-  const int ks[] = {0, 1, 10, 64, 129, 600};
+  const int ks[] = {0, 1, 10, 64, 129, 784, 1100};
   for (const int m : ms)
     for (const int n : ns)
       for (const int k : ks) {
@@ -181,7 +182,7 @@ void check_sgd_epilogue(Isa isa) {
   std::mt19937 rng(11);
   for (const int m : {1, 7, 29})
     for (const int n : {1, 17, 83})
-      for (const int k : {1, 64, 300})
+      for (const int k : {1, 64, 300, 1100})
         for (const float weight_decay : {0.0f, 0.01f}) {
           const auto a = random_vec(rng, sz(m, k));
           const auto b = random_vec(rng, sz(k, n));
