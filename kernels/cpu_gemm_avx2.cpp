@@ -13,7 +13,6 @@ struct Avx2 {
   // registers.
   static constexpr int kAccumulators = 12;
   static constexpr int kTileVectors = 2;
-  static constexpr int kDepth = 1024;  // 1,024 rows of 16 floats of B: 64 KiB
 
   static __m256i lanes(int n) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));

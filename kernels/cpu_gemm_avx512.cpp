@@ -13,7 +13,6 @@ struct Avx512 {
   // registers.
   static constexpr int kAccumulators = 24;
   static constexpr int kTileVectors = 4;
-  static constexpr int kDepth = 1024;  // 1,024 rows of 64 floats of B: 256 KiB
 
   static __mmask16 lanes(int n) { return static_cast<__mmask16>((1u << n) - 1u); }
   static T zero() { return _mm512_setzero_ps(); }

@@ -12,7 +12,6 @@ struct Portable {
   static constexpr int kLanes = 4;
   static constexpr int kAccumulators = 8;
   static constexpr int kTileVectors = 2;
-  static constexpr int kDepth = 1024;
 
   static T zero() { return {}; }
   static T set1(float s) { return {{s, s, s, s}}; }

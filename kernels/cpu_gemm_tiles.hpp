@@ -9,7 +9,6 @@
 //   a
 //                           tile of NV vectors has kAccumulators / NV rows, so that narrow column blocks (a
 //                           shard of 32 rows, 10 classes) still do many multiply-adds per load
-//   kDepth                  the deepest pass over k: a column block's slice of B that stays in the L2 cache
 //   zero(), set1(x), load(p), load_part(p, lanes), store(p, v), store_part(p, v, lanes), fmadd(a, b, c) = a b
 //   + c, add(a, b), sub(a, b) = a - b, mul(a, b), relu(v), zero_where_not_positive(mask, v)
 //
@@ -24,6 +23,12 @@
 
 namespace mnistdp::cpu::tiles {
 namespace {
+
+// The deepest pass over k, in every instruction set: a column block's B for one pass, 1,024 rows of up to 64
+// floats (256 KiB), stays in L2 while every row tile reads down it. Every product of a step (k up to 784) is
+// thus one pass: B's rows, read in order, come from L2 as fast as the multiply-adds use them, and slices
+// small enough for L1 cost more in the partial sums' round trips through C than they saved (docs/kernels.md).
+constexpr int kDeepestPass = 1024;
 
 struct Pass {
   int k0, k1;  // this pass sums over l in [k0, k1)
@@ -195,13 +200,10 @@ void run(const Gemm& g) {
   if (g.m <= 0 || g.n <= 0) return;
   constexpr int block_columns = V::kTileVectors * V::kLanes;
   // k-slices outermost, so that a column block's slice of B stays in L2 while every row tile of A streams
-  // down it; the partial sums wait in C between slices. Every product of a step (k up to 784) is one pass:
-  // B's rows, read in order, come from L2 as fast as the multiply-adds use them, and slices small enough for
-  // L1 cost more in the partial sums' round trips through C than they saved (fc1's forward product in 7
-  // passes of 112 rows took 112 to 120 us, in one 109, on an Intel Xeon with AVX-512). The passes are as deep
-  // as one another, at most kDepth: a short last pass would pay a whole pass's loads and stores of C for few
-  // multiply-adds. k = 0 still makes one pass, which writes the epilogue of zero sums.
-  const int passes = g.k > 0 ? (g.k + V::kDepth - 1) / V::kDepth : 1;
+  // down it; the partial sums wait in C between slices. The passes are as deep as one another, at most
+  // kDeepestPass: a short last pass would pay a whole pass's loads and stores of C for few multiply-adds.
+  // k = 0 still makes one pass, which writes the epilogue of zero sums.
+  const int passes = g.k > 0 ? (g.k + kDeepestPass - 1) / kDeepestPass : 1;
   const int deepest_pass = g.k > 0 ? (g.k + passes - 1) / passes : 0;
   // Grown to the largest slice a thread has packed, then reused: no allocation in a steady state.
   thread_local std::vector<float> packed;
