@@ -136,8 +136,14 @@ kill -INT "$pid"
 wait "$pid"
 rc=$?
 check "a second SIGINT: exit 130 (got $rc)" test "$rc" -eq 130
+# The last checkpoint is epoch 0's (2 steps) when the second signal comes while the first waits for its step;
+# on a fast host that step and its save may be done first (3 steps), and the message must then say so.
+kept=2
+if [[ $(cat "$work/kill.err") =~ stopped\ by\ SIGINT\ after\ epoch\ [0-9]+,\ step\ [0-9]+\ \(([0-9]+)\ steps\ in\ all\)\;\ checkpoint\ saved ]]; then
+  kept=${BASH_REMATCH[1]}
+fi
 check "a second SIGINT: says the last checkpoint is kept, and where" \
-  contains "$work/kill.err" "the last checkpoint, after 2 steps, is kept in $work/kill.st"
+  contains "$work/kill.err" "the last checkpoint, after $kept steps, is kept in $work/kill.st" || cat "$work/kill.err"
 check "a second SIGINT: that checkpoint loads" loads "$work/kill.st"
 
 # 5. Divergence is found at the step it happens, whatever the log interval, and recorded in the metrics.
