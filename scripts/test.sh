@@ -1,19 +1,24 @@
 #!/usr/bin/env bash
 # One command from a fresh machine to the whole test suite: installs what is missing, builds (every CUDA kernel
 # included when the toolkit is there), runs ctest. GPU tests report "skipped" where no GPU is usable, and run
-# again on emulated devices (preset emu), as separate "emulated:" entries.
+# again on emulated devices (preset emu), as separate "emulated:" entries. Every stage runs even when one
+# before it failed; the end prints each stage's time and result, and the exit status is non-zero when any
+# stage failed. For everyday work, scripts/test-quick.sh runs the first two stages' tests alone.
+#   scripts/test.sh [CTEST_ARGS...]    (arguments go to the default preset's ctest)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
-scripts/setup-python.sh   # PyTorch and safetensors, for the checkpoint interoperability tests
-scripts/build.sh default
-ctest --preset default -j "$(nproc)" "$@"
+# shellcheck source=scripts/stages.sh
+. scripts/stages.sh
+
+setup() { scripts/setup.sh && scripts/setup-python.sh; }   # PyTorch and safetensors: checkpoint interoperability
+stage "setup" setup
+stage "build default" scripts/build.sh default
+stage "test default" ctest --preset default -j "$(nproc)" "$@"
 
 # The CUDA path on emulated devices (docs/emulation.md): every GPU test, the emulation's own checks of broken
 # kernels and the command line's CUDA path, executed on the CPU. Their entries are named "emulated:".
-echo "==== test.sh: the CUDA path on emulated devices (preset emu, docs/emulation.md) ===="
-scripts/build.sh emu
-ctest --preset emu -L emu -j "$(nproc)"
+stage "build emu" scripts/build.sh emu
+stage "test emu: the CUDA path on emulated devices" ctest --preset emu -L emu -j "$(nproc)"
 
 # The CUDA path on emulated devices again, under AddressSanitizer and UBSan (preset emu-asan,
 # docs/emulation.md): out-of-bounds and use-after-free accesses of device and shared memory in every kernel,
@@ -23,10 +28,12 @@ ctest --preset emu -L emu -j "$(nproc)"
 # command line stay. The kernels' tests and those three steps run once more with every launch checked for
 # races between its blocks and with the kernels of other operations (MNISTDP_EMU_BLOCK_RACES=1), and a UBSan
 # report stops any test.
-echo "==== test.sh: the CUDA path on emulated devices under AddressSanitizer and UBSan (preset emu-asan) ===="
-scripts/build.sh emu-asan
-ASAN_OPTIONS=halt_on_error=1:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-  ctest --preset emu-asan -j "$(nproc)"
+stage "build emu-asan" scripts/build.sh emu-asan
+asan_tests() {
+  ASAN_OPTIONS=halt_on_error=1:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+    ctest --preset emu-asan -j "$(nproc)"
+}
+stage "test emu-asan: AddressSanitizer, UBSan, races" asan_tests
 
 # The CUDA path on emulated devices again, under ThreadSanitizer (preset emu-tsan, docs/emulation.md): races
 # between the threads of a block, the blocks of a kernel, streams, devices and programmatic launches in every
@@ -34,24 +41,27 @@ ASAN_OPTIONS=halt_on_error=1:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_
 # it must report (and their synchronised twins, which it must not).
 # ThreadSanitizer maps memory for every emulated thread alive (a chain of programmatic launches holds tens of
 # thousands at once), beyond Linux's default limit of 65530 mappings a process.
-echo "==== test.sh: the CUDA path on emulated devices under ThreadSanitizer (preset emu-tsan) ===="
 if [ "$(cat /proc/sys/vm/max_map_count)" -lt 262144 ]; then
   { echo 262144 >/proc/sys/vm/max_map_count; } 2>/dev/null || echo "test.sh: could not raise vm.max_map_count to 262144 (root needed);" \
     "tests of long programmatic chains may fail with 'ThreadSanitizer failed to allocate'" >&2
 fi
-scripts/build.sh emu-tsan
-TSAN_OPTIONS=halt_on_error=1 ctest --preset emu-tsan -j "$(nproc)"
+stage "build emu-tsan" scripts/build.sh emu-tsan
+tsan_tests() { TSAN_OPTIONS=halt_on_error=1 ctest --preset emu-tsan -j "$(nproc)"; }
+stage "test emu-tsan: ThreadSanitizer" tsan_tests
 
 # The CPU test suite again, under AddressSanitizer and UBSan (preset debug): any report fails its test. Left
 # out for time, as each takes a minute or more at -O0 under the sanitizers: the finite-difference check of
 # the reference backward pass, the 5-epoch accuracy run and the command-line checkpoint and multi-process
 # scripts (the TCP process group itself is covered there by its unit tests, its ranks on threads).
-echo "==== test.sh: the CPU test suite under AddressSanitizer and UBSan (preset debug) ===="
-scripts/build.sh debug
-ASAN_OPTIONS=halt_on_error=1:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-  ctest --preset debug -j "$(nproc)" \
-  -E '^(ref::linear_backward dw, db, dx agree with finite differences|5 epochs on Fashion-MNIST|cli_checkpoints|cli_multiprocess$)'
+stage "build debug" scripts/build.sh debug
+debug_tests() {
+  ASAN_OPTIONS=halt_on_error=1:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+    ctest --preset debug -j "$(nproc)" \
+    -E '^(ref::linear_backward dw, db, dx agree with finite differences|5 epochs on Fashion-MNIST|cli_checkpoints|cli_multiprocess$)'
+}
+stage "test debug: the CPU suite under AddressSanitizer and UBSan" debug_tests
 
-# The IDX and checkpoint readers under libFuzzer, 20 s each, from the seed corpora.
-echo "==== test.sh: fuzzing the IDX and checkpoint readers (scripts/fuzz.sh 20) ===="
-scripts/fuzz.sh 20
+# The IDX and checkpoint readers under libFuzzer, 20 s each, from the seed corpora (the build included).
+stage "fuzz: the IDX and checkpoint readers" scripts/fuzz.sh 20
+
+stages_report
