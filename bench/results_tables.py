@@ -736,6 +736,8 @@ def check_files(root, cited):
             rel = os.path.relpath(os.path.join(folder, f), root)
             if f == "record.json" and os.path.dirname(os.path.dirname(rel)) == RESULTS:
                 continue
+            if rel == os.path.join(RESULTS, "README.md"):
+                continue
             if rel in cited and f.endswith(IMAGES):
                 continue
             problems.append(f"{rel}: neither a record nor a plot a doc shows (a run's raw files stay outside "
