@@ -23,7 +23,7 @@ else
   echo "gpu-session: gpu-check.sh exited with $check_rc; no benchmarks" | tee "$OUT/bench-skipped.txt"
 fi
 
-# The session's summary beside the logs ($OUT/README.md): how it was run, and both summaries. The run's record,
+# The summary beside the logs ($OUT/README.md): how it was run, and both summaries. The run's record,
 # for bench/results/, is compare.sh's: $OUT/bench/records/DATE_cuda_HOST/ (scripts/gpu-bench.sh).
 {
   echo "# Checks and benchmarks on a GPU"
