@@ -52,6 +52,9 @@ def dumps(value, indent=0):
     if isinstance(value, dict):
         if not value:
             return "{}"
+        flat = json.dumps(value)
+        if all(not isinstance(v, (dict, list)) for v in value.values()) and len(flat) <= 100:
+            return flat
         items = [f'{pad} {json.dumps(k)}: {dumps(v, indent + 1)}' for k, v in value.items()]
         return "{\n" + ",\n".join(items) + "\n" + pad + "}"
     if isinstance(value, list):
