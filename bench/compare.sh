@@ -6,6 +6,7 @@
 #   bench/compare.sh [--device auto|cpu|cuda] [--epochs N] [--threads N] [--data DIR] [--binary PATH]
 #                    [--gemm LIST] [--peers LIST] [--python PATH] [--coretype NAME] [--out DIR] [--no-plot]
 #                    [--mnistdp-args "ARGS"] [--commit TEXT] [--rounds N] [--graphs] [--torch2 PYTHON|none]
+#                    [--record DIR|none]
 #
 #   cpu  (default without a GPU): mnist-dp --device cpu, and PyTorch's tensor and loader variants with Debian's
 #        /usr/bin/python3 (python3-torch, 1.13 on OpenBLAS), all with --threads threads; and the same variants,
@@ -31,13 +32,18 @@
 # epochs after the first of every round: on a shared machine whose load drifts, the ratios then compare runs made
 # under the same conditions rather than one after the other. --commit names the commit the binary was built from, when that is not this checkout's HEAD (the default:
 # git rev-parse --short HEAD, with "+dirty" when tracked files differ from it).
-# Output: DIR/compare.md, DIR/compare.json, DIR/loss.png, DIR/step_time.png, DIR/runs/* (logs and metrics);
-# DIR defaults to bench/results/DATE_DEVICE[-CORETYPE]_HOST.
+# Output: the run's raw files in --out DIR: DIR/compare.md, DIR/compare.json (every epoch), DIR/loss.png,
+# DIR/step_time.png, DIR/runs/* (logs and metrics); DIR defaults to build/bench-runs/DATE_DEVICE[-CORETYPE]_HOST.
+# And its record (bench/make_record.py: the commit, the machine, the date, this command and the table's figures)
+# in --record DIR/record.json, by default bench/results/ under --out's name; --record none writes none. An --out
+# inside bench/results/ names the record's folder, and the raw files then go to build/bench-runs/ under that name
+# (bench/results/ keeps records only; a plot that a doc shows is copied beside its record).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+command_line="bench/compare.sh$(printf ' %q' "$@")"
 device=auto epochs=3 threads=1 data=/usr/share/datasets/fashion-mnist binary=build/default/mnist-dp
 gemms=naive,tiled,blocked,slab,cublas peers="" python="" coretype="" out="" plot=1 extra="" commit="" rounds=1
-graphs=0 torch2=auto
+graphs=0 torch2=auto record=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --device) device=$2; shift 2 ;;
@@ -56,6 +62,7 @@ while [ $# -gt 0 ]; do
     --rounds) rounds=$2; shift 2 ;;
     --graphs) graphs=1; shift ;;
     --torch2) torch2=$2; shift 2 ;;
+    --record) record=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set /{/^set /!p}' "$0"; exit 0 ;;
     *) echo "compare.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
   esac
@@ -97,7 +104,10 @@ survey=$(dirname "$binary")/mnist-dp-gemm-survey
 export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads
 
 stamp=$(date -u +%Y-%m-%d)
-: "${out:=bench/results/${stamp}_${device}${coretype:+-$coretype}_$(hostname -s)}"
+# shellcheck source=bench/record_folders.sh
+. bench/record_folders.sh
+record_folders "$out" "$record" "${stamp}_${device}${coretype:+-$coretype}_$(hostname -s)"
+out=$raw_dir
 mkdir -p "$out/runs"
 
 # What this machine is: for the table's header and the JSON.
@@ -197,5 +207,8 @@ if [ "$plot" = 1 ]; then
   else
     echo "compare.sh: no matplotlib (Debian: python3-matplotlib): no plots" >&2
   fi
+fi
+if [ -n "$record_dir" ]; then
+  "$python" bench/make_record.py compare "$out" "$record_dir" --command "$command_line" || failed=1
 fi
 exit $failed

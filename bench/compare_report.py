@@ -4,7 +4,8 @@
     bench/compare_report.py DIR
 
 DIR/runs/ holds machine.json, load.txt, and per configuration and round NAME.rK.log (and NAME.rK.jsonl, mnist-dp's
---metrics). Standard library only.
+--metrics). DIR is the run's raw folder (build/bench-runs/NAME by default); compare.sh then writes the run's record
+into bench/results/ from compare.json (bench/make_record.py compare DIR RECORD_DIR). Standard library only.
 
 Headline time: the median epoch time over the epochs after the first of every round (the first pays for start-up,
 compilation and graph capture), or over every epoch when a round has only one. samples/s and us/step follow from it and the epoch's

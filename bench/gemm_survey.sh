@@ -4,7 +4,7 @@
 # one table: for each product, the fastest layout each library found, in microseconds and GFLOP/s, beside one
 # core's peak. How the CPU path's library was chosen (docs/benchmarks.md).
 #
-#   bench/gemm_survey.sh [--binary PATH] [--out DIR] [--repeats N] [--rounds N] [--mkl PATH]
+#   bench/gemm_survey.sh [--binary PATH] [--out DIR] [--repeats N] [--rounds N] [--mkl PATH] [--record DIR|none]
 #
 # Libraries: OpenBLAS as this machine's environment sets it (OPENBLAS_CORETYPE, if any) and as OpenBLAS picks by
 # itself (the variable unset), BLIS, oneDNN and libxsmm where installed (Debian: libblis-dev, libdnnl-dev,
@@ -12,11 +12,16 @@
 # each instruction set this CPU runs. One thread each. --rounds N runs the whole list N times (A B C, A B C, ...)
 # and takes each product's median over the rounds, so that a drift in the machine's speed falls on every library
 # alike. Besides the fastest layout of each product, the table gives each library's step in each consistent set of
-# layouts (a step must store its activations and weights one way). Output: DIR/survey.md, DIR/survey.json, DIR/*.json
-# (each library's rows, round by round); DIR defaults to bench/results/DATE_cpu-gemm-survey_HOST.
+# layouts (a step must store its activations and weights one way). Output: the run's raw files in --out DIR:
+# DIR/survey.md, DIR/survey.json, DIR/*.json and DIR/*.txt (each library's rows, round by round); DIR defaults to
+# build/bench-runs/DATE_cpu-gemm-survey_HOST. And its record (bench/make_record.py: the commit, the CPU, the date,
+# this command and every library's figures) in --record DIR/record.json, by default bench/results/ under --out's
+# name; --record none writes none. An --out inside bench/results/ names the record's folder, and the raw files
+# then go to build/bench-runs/ under that name (bench/results/ keeps records only).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-binary=build/default/mnist-dp-gemm-survey out="" repeats=15 rounds=1
+command_line="bench/gemm_survey.sh$(printf ' %q' "$@")"
+binary=build/default/mnist-dp-gemm-survey out="" repeats=15 rounds=1 record=""
 mkl=${MNISTDP_PEERS_DIR:-$HOME/.cache/mnist-dp/peers}/torch2/lib/libmkl_rt.so.3
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -25,12 +30,16 @@ while [ $# -gt 0 ]; do
     --repeats) repeats=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
     --mkl) mkl=$2; shift 2 ;;
+    --record) record=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set /{/^set /!p}' "$0"; exit 0 ;;
     *) echo "gemm_survey.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
   esac
 done
 [ -x "$binary" ] || { echo "gemm_survey.sh: $binary not found: run scripts/build.sh first" >&2; exit 1; }
-: "${out:=bench/results/$(date -u +%Y-%m-%d)_cpu-gemm-survey_$(hostname -s)}"
+# shellcheck source=bench/record_folders.sh
+. bench/record_folders.sh
+record_folders "$out" "$record" "$(date -u +%Y-%m-%d)_cpu-gemm-survey_$(hostname -s)"
+out=$raw_dir
 mkdir -p "$out"
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 
@@ -59,7 +68,7 @@ fi
 done
 
 /usr/bin/python3 - "$out" <<'PY'
-import json, os, re, statistics, subprocess, sys
+import json, os, re, socket, statistics, subprocess, sys
 out = sys.argv[1]
 runs = {}  # library -> list of rounds' JSON
 for name in sorted(os.listdir(out)):
@@ -155,9 +164,13 @@ text = "\n".join(lines)
 with open(os.path.join(out, "survey.md"), "w") as f:
     f.write(text)
 with open(os.path.join(out, "survey.json"), "w") as f:
-    json.dump({"cpu": cpu, "commit": commit, "peak_gflops": peak, "peaks": peaks, "steps": summary,
+    json.dump({"cpu": cpu, "host": socket.gethostname().split(".")[0], "cpus": os.cpu_count(), "commit": commit,
+               "peak_gflops": peak, "peaks": peaks, "steps": summary,
                "best": [{"library": k[0], "batch": k[1], "product": k[2], **v} for k, v in best.items()],
                "times": [{"library": k[0], "batch": k[1], "layout": k[2], "median_us": v} for k, v in times.items()],
                "details": {lib: rounds[0]["detail"] for lib, rounds in runs.items()}}, f, indent=1)
 print(text)
 PY
+if [ -n "$record_dir" ]; then
+  /usr/bin/python3 bench/make_record.py gemm-survey "$out" "$record_dir" --command "$command_line"
+fi

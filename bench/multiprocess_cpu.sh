@@ -2,8 +2,8 @@
 # CPU training split over N processes against one process with N replicas, side by side in one run, and the
 # collectives that the processes exchange, on this machine:
 #
-#   bench/multiprocess_cpu.sh OUT_DIR [--build DIR] [--data DIR] [--steps N] [--rounds N] [--worlds "2 3"]
-#                             [--repeats N] [--warmup N] [--mpirun PATH] [--commit TEXT]
+#   bench/multiprocess_cpu.sh [OUT_DIR] [--build DIR] [--data DIR] [--steps N] [--rounds N] [--worlds "2 3"]
+#                             [--repeats N] [--warmup N] [--mpirun PATH] [--commit TEXT] [--record DIR|none]
 #
 # (i) Training, `mnist-dp train --device cpu --no-progress --epochs 1 --max-steps STEPS` (default 300), for each N
 #     in WORLDS (default 2 and 3), in three ways:
@@ -18,14 +18,19 @@
 # (ii) mnist-dp-process-group-bench under TCP and under MPI for each N: the gradient all-reduce (814,124 bytes),
 #     the any() vote and a 4 KB broadcast, checked then timed (--repeats, --warmup passed on).
 #
-# Writes OUT_DIR/README.md (the command, date, machine, commit and the tables), OUT_DIR/results.json (every run)
-# and OUT_DIR/runs/ (each run's log, metrics and JSON). N processes on fewer CPUs oversubscribe the cores; the
-# tables say so for every such row. Without mpirun the MPI rows are left out and the output says so. Exits
+# Writes the run's raw files, OUT_DIR/README.md (the command, date, machine, commit and the tables),
+# OUT_DIR/results.json (every run) and OUT_DIR/runs/ (each run's log, metrics and JSON); OUT_DIR defaults to
+# build/bench-runs/DATE_multiprocess_cpu_HOST. And the run's record (bench/make_record.py: the commit, the machine,
+# the date, this command and both tables' figures) in --record DIR/record.json, by default bench/results/ under
+# OUT_DIR's name; --record none writes none. An OUT_DIR inside bench/results/ (bench/results/DATE_multiprocess_cpu_HOST,
+# as before) names the record's folder, and the raw files then go to build/bench-runs/ under that name
+# (bench/results/ keeps records only). N processes on fewer CPUs oversubscribe the cores; the tables say so for
+# every such row. Without mpirun the MPI rows are left out and the output says so. Exits
 # non-zero, naming the log, when a run fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=build/default data=/usr/share/datasets/fashion-mnist steps=300 rounds=3 worlds="2 3" repeats=100 warmup=20
-mpirun="" commit="" out=""
+mpirun="" commit="" out="" record=""
 command_line="bench/multiprocess_cpu.sh $*"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -38,6 +43,7 @@ while [ $# -gt 0 ]; do
     --warmup) warmup=$2; shift 2 ;;
     --mpirun) mpirun=$2; shift 2 ;;
     --commit) commit=$2; shift 2 ;;
+    --record) record=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set /{/^set /!p}' "$0"; exit 0 ;;
     -*) echo "multiprocess_cpu.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
     *) [ -z "$out" ] || { echo "multiprocess_cpu.sh: one results folder only ('$out', '$1')" >&2; exit 2; }
@@ -45,7 +51,10 @@ while [ $# -gt 0 ]; do
   esac
 done
 fail() { echo "multiprocess_cpu.sh: $*" >&2; exit "${code:-1}"; }
-[ -n "$out" ] || code=2 fail "give the results folder, e.g. bench/results/$(date -u +%F)_multiprocess_cpu_$(hostname -s)"
+# shellcheck source=bench/record_folders.sh
+. bench/record_folders.sh
+record_folders "$out" "$record" "$(date -u +%F)_multiprocess_cpu_$(hostname -s)"
+out=$raw_dir
 for v in steps rounds repeats; do
   [[ "${!v}" =~ ^[1-9][0-9]*$ ]] || code=2 fail "--$v wants a positive whole number, not '${!v}'"
 done
@@ -286,3 +295,6 @@ with open(f"{out}/README.md", "w") as f:
 print("\n".join(md))
 EOF
 echo "multiprocess_cpu.sh: wrote $out/README.md and $out/results.json (load $load_before before, $load_after after)"
+if [ -n "$record_dir" ]; then
+  python3 bench/make_record.py multiprocess "$out" "$record_dir"
+fi

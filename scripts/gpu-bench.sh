@@ -5,7 +5,8 @@
 # torch.compile and CUDA graphs); every kernel, GEMM version and whole step at batch 64 beside cuBLAS
 # (mnist-dp-bench --quick); the step's kernels under ncu; the NCCL all-reduce (mnist-dp-allreduce-bench
 # --quick). Each stage has its own time limit and the whole stays inside BUDGET seconds, so that it fits one
-# remote command; the summary is printed last.
+# remote command; the summary is printed last. Everything goes under OUT, compare.sh's record too
+# (OUT/records/DATE_cuda_HOST/record.json, to be copied into bench/results/ when kept).
 #
 # Environment: OUT (default build/gpu-bench), BUILD_DIR (default build/gpu), DATA (default .devdeps/data),
 # PYTHON (the Python with PyTorch for the peers; default python3), EPOCHS (compare.sh's epochs, default 3),
@@ -92,10 +93,13 @@ epochs() {  # GEMM LIMIT
 }
 epochs blocked 60
 epochs slab 60
+# compare.sh's record goes beside the logs (this machine's checkout may not be the one that keeps it): to keep it,
+# copy the folder into bench/results/.
+record=$OUT/records/$(date -u +%Y-%m-%d)_cuda_$(hostname -s)
 if [ -d "$DATA" ]; then
   stage "mnist-dp against PyTorch on the GPU (bench/compare.sh)" 180 "$OUT/compare.txt" \
     bench/compare.sh --device cuda --epochs "$EPOCHS" --binary "$BUILD_DIR/mnist-dp" --data "$DATA" \
-    --python "$PYTHON" --gemm blocked,slab --graphs --no-plot --out "$OUT/compare"
+    --python "$PYTHON" --gemm blocked,slab --graphs --no-plot --out "$OUT/compare" --record "$record"
 else
   note "compare: skipped, no data at $DATA (put the four IDX files there)"
 fi
@@ -146,6 +150,10 @@ done
   if [ -f "$OUT/compare/compare.md" ]; then
     echo
     cat "$OUT/compare/compare.md"
+  fi
+  if [ -f "$record/record.json" ]; then
+    echo
+    echo "record: $record/record.json (to keep: copy the folder into bench/results/)"
   fi
 } >"$summary.tmp" && mv "$summary.tmp" "$summary"
 cat "$summary"

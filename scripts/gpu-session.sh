@@ -2,7 +2,8 @@
 # The checks and benchmarks that need a GPU, as one command within TOTAL seconds, for a GPU machine that is
 # reached for a limited time (the build is done once and used by both parts): scripts/gpu-check.sh (build,
 # tests, training, compute-sanitizer), then scripts/gpu-bench.sh (the benchmarks) with whatever time is left.
-# Logs go under $OUT/check and $OUT/bench; both summaries are printed last.
+# Logs go under $OUT/check and $OUT/bench, with compare.sh's record (to copy into bench/results/ when kept); both
+# summaries are printed last.
 #
 # Environment: OUT (default build/gpu-session), TOTAL (seconds for the whole, default 570), BENCH_MIN
 # (seconds kept for the benchmarks, default 210), SANITIZER_TIMEOUT (per sanitizer run, default 60); the rest
@@ -22,7 +23,8 @@ else
   echo "gpu-session: gpu-check.sh exited with $check_rc; no benchmarks" | tee "$OUT/bench-skipped.txt"
 fi
 
-# A record to keep beside the logs (bench/results/DATE_DEVICE/README.md): how it was run, and both summaries.
+# The summary beside the logs ($OUT/README.md): how it was run, and both summaries. The run's record,
+# for bench/results/, is compare.sh's: $OUT/bench/records/DATE_cuda_HOST/ (scripts/gpu-bench.sh).
 {
   echo "# Checks and benchmarks on a GPU"
   echo
