@@ -218,25 +218,27 @@ TEST_CASE("the fused head gives the plain path's parameters across epochs, with 
           "[gpu][fused_head][slow]") {
   const GemmImpl gemm = GENERATE(from_range(sweep<GemmImpl>(
       {GemmImpl::blocked, GemmImpl::slab, GemmImpl::naive, GemmImpl::cublas}, {GemmImpl::slab})));
-  const bool graphs = GENERATE(false, true);
   // Three replicas: shards of 22, 22 and 20 rows (14, 14 and 12 in the short batch), summed on the device.
   const int replicas = GENERATE(1, 3);
-  CAPTURE(gemm_impl_name(gemm), graphs, replicas);
   const Reduce reduce = replicas == 1 ? Reduce::nccl : Reduce::same_device;
   const DataSplits data = testing::synthetic_splits(kTrainRows, 10, 47);
+  // One plain run, the same for both fused runs: it does not depend on graphs.
   const Run plain = train(data, {gemm, false, false}, replicas, reduce, true);
-  const Run fused = train(data, {gemm, graphs, true}, replicas, reduce, true);
-  check_same(fused, plain, gemm);
-  for (std::size_t r = 0; r < fused.fused_head_steps.size(); ++r) {
-    CAPTURE(r);
-    CHECK(plain.fused_head_steps[r] == 0);
-    // The count is of launches and captures; a replay runs what was captured. Without graphs every step
-    // launches the head; with them, the steps that did not replay (and the captures) did.
-    if (graphs) {
-      CHECK(fused.fused_head_steps[r] >= 2);
-      CHECK(fused.fused_head_steps[r] + fused.counts[r].replayed >= kSteps);
-    } else {
-      CHECK(fused.fused_head_steps[r] == kSteps);
+  for (const bool graphs : {false, true}) {
+    CAPTURE(gemm_impl_name(gemm), graphs, replicas);
+    const Run fused = train(data, {gemm, graphs, true}, replicas, reduce, true);
+    check_same(fused, plain, gemm);
+    for (std::size_t r = 0; r < fused.fused_head_steps.size(); ++r) {
+      CAPTURE(r);
+      CHECK(plain.fused_head_steps[r] == 0);
+      // The count is of launches and captures; a replay runs what was captured. Without graphs every step
+      // launches the head; with them, the steps that did not replay (and the captures) did.
+      if (graphs) {
+        CHECK(fused.fused_head_steps[r] >= 2);
+        CHECK(fused.fused_head_steps[r] + fused.counts[r].replayed >= kSteps);
+      } else {
+        CHECK(fused.fused_head_steps[r] == kSteps);
+      }
     }
   }
 }
@@ -338,9 +340,7 @@ TEST_CASE("a recorded step is launched the plain way when its gradients are read
     std::vector<float> params;
   };
   // With graphs, also as the fused step: a read between the calls launches the plain gradients instead.
-  const bool fused_step = GENERATE(false, true);
-  CAPTURE(fused_step);
-  auto drive = [&](bool graphs) {
+  auto drive = [&](bool graphs, bool fused_step) {
     CudaReplica replica(data, 0, {GemmImpl::blocked, graphs, graphs && fused_step, graphs && fused_step});
     CHECK((replica.description().find("CUDA graphs") != std::string::npos) == graphs);
     replica.load_parameters(init);
@@ -373,31 +373,37 @@ TEST_CASE("a recorded step is launched the plain way when its gradients are read
     if (graphs) CHECK(replica.graph_counts().replayed > 0);
     return probe;
   };
-  const Probe plain = drive(false);
-  const Probe graphs = drive(true);
-  CHECK(bitwise_equal(graphs.grads, plain.grads));
-  CHECK(bitwise_equal(graphs.losses, plain.losses));
-  CHECK(bitwise_equal(graphs.params, plain.params));
+  const Probe plain = drive(false, false);
+  for (const bool fused_step : {false, true}) {
+    CAPTURE(fused_step);
+    const Probe graphs = drive(true, fused_step);
+    CHECK(bitwise_equal(graphs.grads, plain.grads));
+    CHECK(bitwise_equal(graphs.losses, plain.losses));
+    CHECK(bitwise_equal(graphs.params, plain.params));
+  }
 }
 
 TEST_CASE("several steps a graph give the plain path's parameters across epochs", "[gpu][graphs][slow]") {
   // steps_per_graph 3 and 7 against epochs of kFullBatches full batches and a short one: queues cut short by
   // the short batch and by the epoch's end, remainders of every size. observe: a loss read after every step,
   // which launches each step as it comes.
-  const int per_graph = GENERATE(from_range(sweep({3, 7}, {3})));
-  const bool fused_step = GENERATE(false, true);
   const bool observe = GENERATE(true, false);
-  CAPTURE(per_graph, fused_step, observe);
   const DataSplits data = testing::synthetic_splits(kTrainRows, 10, 67);
-  CudaStepOptions fast{GemmImpl::slab, /*cuda_graphs=*/true, fused_step, fused_step};
-  fast.steps_per_graph = per_graph;
+  // One plain run for every queue below: it depends on none of their settings.
   const Run plain = train(data, {GemmImpl::slab, false, false, false}, 1, Reduce::nccl, observe);
-  const Run queued = train(data, fast, 1, Reduce::nccl, observe);
-  check_same(queued, plain, GemmImpl::slab);
-  if (observe)
-    CHECK(queued.counts[0].multi_step == 0);
-  else
-    CHECK(queued.counts[0].multi_step > 0);
+  for (const int per_graph : sweep({3, 7}, {3})) {
+    for (const bool fused_step : {false, true}) {
+      CAPTURE(per_graph, fused_step, observe);
+      CudaStepOptions fast{GemmImpl::slab, /*cuda_graphs=*/true, fused_step, fused_step};
+      fast.steps_per_graph = per_graph;
+      const Run queued = train(data, fast, 1, Reduce::nccl, observe);
+      check_same(queued, plain, GemmImpl::slab);
+      if (observe)
+        CHECK(queued.counts[0].multi_step == 0);
+      else
+        CHECK(queued.counts[0].multi_step > 0);
+    }
+  }
 }
 
 TEST_CASE("the persistent kernel gives the plain path's parameters across epochs",
@@ -407,29 +413,31 @@ TEST_CASE("the persistent kernel gives the plain path's parameters across epochs
   // launch (where they stay resident: on an H200, four do; the kernel's own test covers other grids). The
   // phases run the fused step's code, whose sums are the hand-written GEMMs': the plain path's bits, with no
   // graph at all.
-  const int per_launch = GENERATE(from_range(sweep({1, 7, 64}, {1, 7})));
   const bool observe = GENERATE(true, false);
   const float momentum = GENERATE(from_range(sweep<float>({0.9f, 0.0f}, {0.9f})));
-  const int blocks_per_sm = per_launch == 7 ? std::min(2, cuda::persistent_step_max_blocks_per_sm()) : 1;
-  CAPTURE(per_launch, observe, momentum, blocks_per_sm);
   const DataSplits data = testing::synthetic_splits(kTrainRows, 10, 89);
-  CudaStepOptions fast{GemmImpl::slab, /*cuda_graphs=*/true, /*fused_head=*/true, /*fused_step=*/true};
-  fast.persistent = true;
-  fast.steps_per_graph = per_launch;
-  fast.persistent_blocks_per_sm = blocks_per_sm;
+  // One plain run for every launch size below: it depends on none of the persistent kernel's settings.
   const Run plain =
       train(data, {GemmImpl::slab, false, false, false}, 1, Reduce::nccl, observe, kBatch, momentum);
-  const Run persistent = train(data, fast, 1, Reduce::nccl, observe, kBatch, momentum);
-  check_same(persistent, plain, GemmImpl::slab);
-  // Every step but momentum's first (the plain way) ran in the persistent kernel, and no graph ran.
-  const long untracked = momentum != 0.0f ? 1 : 0;
-  CHECK(persistent.persistent_steps[0] == kSteps - untracked);
-  CHECK(persistent.fused_steps[0] == 0);
-  CHECK(persistent.counts[0].captured + persistent.counts[0].replayed == 0);
-  if (observe || per_launch == 1)
-    CHECK(persistent.persistent_launches[0] == kSteps - untracked);
-  else
-    CHECK(persistent.persistent_launches[0] < persistent.persistent_steps[0]);
+  for (const int per_launch : sweep({1, 7, 64}, {1, 7})) {
+    const int blocks_per_sm = per_launch == 7 ? std::min(2, cuda::persistent_step_max_blocks_per_sm()) : 1;
+    CAPTURE(per_launch, observe, momentum, blocks_per_sm);
+    CudaStepOptions fast{GemmImpl::slab, /*cuda_graphs=*/true, /*fused_head=*/true, /*fused_step=*/true};
+    fast.persistent = true;
+    fast.steps_per_graph = per_launch;
+    fast.persistent_blocks_per_sm = blocks_per_sm;
+    const Run persistent = train(data, fast, 1, Reduce::nccl, observe, kBatch, momentum);
+    check_same(persistent, plain, GemmImpl::slab);
+    // Every step but momentum's first (the plain way) ran in the persistent kernel, and no graph ran.
+    const long untracked = momentum != 0.0f ? 1 : 0;
+    CHECK(persistent.persistent_steps[0] == kSteps - untracked);
+    CHECK(persistent.fused_steps[0] == 0);
+    CHECK(persistent.counts[0].captured + persistent.counts[0].replayed == 0);
+    if (observe || per_launch == 1)
+      CHECK(persistent.persistent_launches[0] == kSteps - untracked);
+    else
+      CHECK(persistent.persistent_launches[0] < persistent.persistent_steps[0]);
+  }
 }
 
 TEST_CASE("queued steps are launched before anything reads or changes what they change", "[gpu][graphs]") {
@@ -446,16 +454,19 @@ TEST_CASE("queued steps are launched before anything reads or changes what they 
   SgdConfig sgd;
   sgd.momentum = 0.9f;
   // The queue launched as graphs of whole steps, of fused steps, or as the persistent kernel.
-  const bool fused_step = GENERATE(false, true);
-  const bool persistent = fused_step && GENERATE(false, true);
-  CAPTURE(fused_step, persistent);
+  struct Queue {
+    bool fused_step;
+    bool persistent;
+  };
 
   struct Probe {
     std::vector<float> params;  // every read, one after the other
     std::vector<float> grads;
     std::vector<double> eval;
   };
-  auto drive = [&](bool queue) {
+  auto drive = [&](bool queue, Queue how) {
+    const bool fused_step = how.fused_step;
+    const bool persistent = how.persistent;
     CudaStepOptions step{GemmImpl::slab, queue, queue && fused_step, queue && fused_step};
     step.steps_per_graph = queue ? 4 : 1;
     step.persistent = queue && persistent;
@@ -508,11 +519,14 @@ TEST_CASE("queued steps are launched before anything reads or changes what they 
     }
     return probe;
   };
-  const Probe plain = drive(false);
-  const Probe queued = drive(true);
-  CHECK(bitwise_equal(queued.params, plain.params));
-  CHECK(bitwise_equal(queued.grads, plain.grads));
-  CHECK(queued.eval == plain.eval);
+  const Probe plain = drive(false, {});
+  for (const Queue how : {Queue{false, false}, Queue{true, false}, Queue{true, true}}) {
+    CAPTURE(how.fused_step, how.persistent);
+    const Probe queued = drive(true, how);
+    CHECK(bitwise_equal(queued.params, plain.params));
+    CHECK(bitwise_equal(queued.grads, plain.grads));
+    CHECK(queued.eval == plain.eval);
+  }
 }
 
 namespace {
