@@ -16,13 +16,16 @@ namespace {
 // What the hooks need of the running block. Not ThreadSanitizer-instrumented (emu/CMakeLists.txt), like the
 // rest of this file: the check's own bookkeeping must order nothing for the race checks.
 struct Running {
-  Launch* launch = nullptr;
   unsigned block = 0;
   std::uint64_t phase = 0;
   Span last;  // the allocation, or the gap between two, of the last access: most accesses hit it again
   std::vector<bool> waited;  // by linear thread: has returned from cudaGridDependencySynchronize()
 };
 thread_local Running running;
+// The running block's launch, where it is checked; apart from Running: the hooks test it before anything
+// else on every access the kernels make, checked or not, and a thread_local of a trivial type is read
+// without the initialisation guard that Running's needs.
+thread_local Launch* checked_launch = nullptr;
 
 constexpr std::uintptr_t kWord = 4;
 // Marks a record of one byte (user-space addresses leave the top bit clear).
@@ -39,12 +42,12 @@ unsigned linear_thread() {
   return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
 }
 
-void on_access(const void* address, unsigned bytes, bool write) {
+// Reached only while the running block is checked (checked_launch is set).
+[[gnu::noinline]] void on_access(const void* address, unsigned bytes, bool write) {
   Running& r = running;
-  if (r.launch == nullptr) return;
   const unsigned thread = linear_thread();
-  r.launch->access(address, bytes, write, r.block, thread, r.phase,
-                   thread < r.waited.size() && r.waited[thread], r.last);
+  checked_launch->access(address, bytes, write, r.block, thread, r.phase,
+                         thread < r.waited.size() && r.waited[thread], r.last);
 }
 
 }  // namespace
@@ -192,7 +195,7 @@ bool wanted() {
 }
 
 void enter(Launch* launch, unsigned block) {
-  running.launch = launch;
+  checked_launch = launch;
   running.block = block;
   running.phase = 0;
   running.last = Span{};
@@ -200,8 +203,8 @@ void enter(Launch* launch, unsigned block) {
 }
 
 void passed_programmatic_wait() {
+  if (checked_launch == nullptr) return;
   Running& r = running;
-  if (r.launch == nullptr) return;
   const race::IgnoreAccesses own_memory;
   const unsigned thread = linear_thread();
   if (thread >= r.waited.size()) r.waited.resize(thread + std::size_t{1}, false);
@@ -213,22 +216,26 @@ void set_phase(std::uint64_t phase) {
 }
 
 void leave() {
-  running.launch = nullptr;
+  checked_launch = nullptr;
   running.waited.clear();
 }
 
 }  // namespace mnistdp::emu::block_races
 
 // SanitizerCoverage's callbacks, called before every load and store of 1 to 16 bytes in the code compiled
-// with -fsanitize-coverage=trace-loads,trace-stores (the kernels, in preset emu-tsan; vectorising is off
+// with -fsanitize-coverage=trace-loads,trace-stores (the kernels, in preset emu-asan; vectorising is off
 // there, so that no access is wider). C linkage ignores the pointee's type, which the compiler gives as an
 // integer of the access's size.
-#define MNISTDP_EMU_ACCESS_HOOKS(bytes)                         \
-  extern "C" void __sanitizer_cov_load##bytes(const void* p) {  \
-    mnistdp::emu::block_races::on_access(p, bytes, false);      \
-  }                                                             \
-  extern "C" void __sanitizer_cov_store##bytes(const void* p) { \
-    mnistdp::emu::block_races::on_access(p, bytes, true);       \
+// Most calls find no check running (every test of the preset that does not turn it on): they return after
+// one load and one test.
+#define MNISTDP_EMU_ACCESS_HOOKS(bytes)                                            \
+  extern "C" void __sanitizer_cov_load##bytes(const void* p) {                     \
+    if (__builtin_expect(mnistdp::emu::block_races::checked_launch != nullptr, 0)) \
+      mnistdp::emu::block_races::on_access(p, bytes, false);                       \
+  }                                                                                \
+  extern "C" void __sanitizer_cov_store##bytes(const void* p) {                    \
+    if (__builtin_expect(mnistdp::emu::block_races::checked_launch != nullptr, 0)) \
+      mnistdp::emu::block_races::on_access(p, bytes, true);                        \
   }
 MNISTDP_EMU_ACCESS_HOOKS(1)
 MNISTDP_EMU_ACCESS_HOOKS(2)
