@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <mutex>
 
 #include "emu/builtins.hpp"
 #include "emu/src/config.hpp"
@@ -52,9 +53,47 @@ unsigned linear_thread() {
 
 }  // namespace
 
+namespace {
+
+// The tables of launches that have ended, for the next ones (Launch::Table).
+class TablePool {
+ public:
+  static TablePool& get() {
+    static TablePool pool;
+    return pool;
+  }
+  Launch::Table take() {
+    Launch::Table table;
+    {
+      std::lock_guard lock(mutex_);
+      if (!free_.empty()) {
+        table = std::move(free_.back());
+        free_.pop_back();
+      }
+    }
+    ++table.generation;  // from 1: the slots of a new table, of generation 0, are free
+    return table;
+  }
+  void give_back(Launch::Table&& table) {
+    if (table.words.empty()) return;
+    std::lock_guard lock(mutex_);
+    free_.push_back(std::move(table));
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<Launch::Table> free_;
+};
+
+}  // namespace
+
 Launch::Launch(const LaunchSpec& spec, const operation_races::Place& place)
-    : spec_(spec), allocations_(live_allocations()) {
+    : spec_(spec), allocations_(live_allocations()), table_(TablePool::get().take()) {
   if (place.own.lane != 0) operations_.emplace(place, spec.name, allocations_);
+}
+
+Launch::~Launch() {
+  TablePool::get().give_back(std::move(table_));
 }
 
 Span Launch::span_of(std::uintptr_t address) const {
@@ -105,23 +144,27 @@ void Launch::access(const void* address, unsigned bytes, bool write, unsigned bl
 }
 
 Launch::Word& Launch::find(std::uintptr_t address) {
-  if (2 * (used_ + 1) > words_.size()) {
-    std::vector<Word> old(std::max<std::size_t>(1 << 16, 2 * words_.size()));
-    old.swap(words_);
+  std::vector<Word>& words = table_.words;
+  const std::uint64_t generation = table_.generation;
+  if (2 * (used_ + 1) > words.size()) {
+    std::vector<Word> old(std::max<std::size_t>(1 << 16, 2 * words.size()));
+    old.swap(words);
     used_ = 0;
     for (const Word& w : old)
-      if (w.address != 0) find(w.address) = w;
+      if (w.generation == generation) find(w.address) = w;
   }
-  const std::size_t mask = words_.size() - 1;
+  const std::size_t mask = words.size() - 1;
   // Fibonacci hashing: consecutive words spread over the table.
   for (std::size_t i = (address * 0x9e3779b97f4a7c15ull) >> 20;; ++i) {
-    Word& w = words_[i & mask];
-    if (w.address == address) return w;
-    if (w.address == 0) {
+    Word& w = words[i & mask];
+    if (w.generation != generation) {
+      w = Word{};
       w.address = address;
+      w.generation = generation;
       ++used_;
       return w;
     }
+    if (w.address == address) return w;
   }
 }
 

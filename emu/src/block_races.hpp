@@ -44,6 +44,7 @@ class Launch {
   // its threads' stacks are its own, and their storage is reused from block to block). `place`: the
   // launch's among the operations (operation_races::Step::place_of), none outside one.
   Launch(const LaunchSpec& spec, const operation_races::Place& place);
+  ~Launch();
   Launch(const Launch&) = delete;
   Launch& operator=(const Launch&) = delete;
 
@@ -57,18 +58,29 @@ class Launch {
   // the allocation of the first race found; does nothing when there was none.
   void check() const;
 
- private:
+  // Who touched a word of device memory: public, with the table of words, for the pool of tables that
+  // block_races.cpp keeps.
   struct Touch {
     unsigned block = 0, thread = 0;
     std::uint64_t phase = ~std::uint64_t{0};  // none yet
   };
   struct Word {
-    std::uintptr_t address = 0;  // 0: a free slot
+    std::uintptr_t address = 0;
+    std::uint64_t generation = 0;  // another than the table's: a free slot
     Touch writer;
     Touch reader;        // the first reader of the reader's phase
     Touch other_reader;  // the first reader from another block than `reader`'s, in that phase
   };
+  // An open-addressed table of a power-of-two size, kept at most half full: the check runs on every access.
+  // Its storage goes from one launch to the next: a new table of 64 Ki words a launch cost more in page
+  // faults than the check itself. Each launch takes it with a generation of its own, so that the last
+  // launch's words read as free slots without clearing them.
+  struct Table {
+    std::vector<Word> words;
+    std::uint64_t generation = 0;
+  };
 
+ private:
   Span span_of(std::uintptr_t address) const;
   Word& find(std::uintptr_t address);
   void word(std::uintptr_t address, bool write, const Touch& now);
@@ -83,8 +95,7 @@ class Launch {
   std::vector<Allocation> allocations_;  // by base address
   std::optional<operation_races::Launch> operations_;
   std::atomic_flag busy_ = ATOMIC_FLAG_INIT;
-  // An open-addressed table of a power-of-two size, kept at most half full: the check runs on every access.
-  std::vector<Word> words_;
+  Table table_;
   std::size_t used_ = 0;
   std::string first_race_;
   std::uint64_t races_ = 0;
