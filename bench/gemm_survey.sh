@@ -86,14 +86,10 @@ for lib, rounds in runs.items():
                 samples.setdefault((row["batch"], row["product"]), []).append(row["time"]["median_us"])
     for (batch, layout), us in samples.items():
         times[(lib, batch, layout)] = statistics.median(us)
-products = ["fc1.fwd", "fc2.fwd", "fc2.dW", "fc2.dX", "fc1.dW"]
-# The layouts a step could run together, one per product, in the order of `products`.
-layout_sets = {
-    "feature-major": ["fm fc1.fwd w1.xT", "fm fc2.fwd w2.hT", "fm fc2.dWT hT.dl", "fm fc2.dX w2T.dlT",
-                      "fm fc1.dW dHT.x"],
-    "by rows, w [out, in]": ["fc1.fwd x.w1T", "fc2.fwd h.w2T", "fc2.dW dlT.h", "fc2.dX dl.w2", "fc1.dW dHT.x"],
-    "by rows, w [in, out]": ["fc1.fwd x.w1", "fc2.fwd h.w2", "fc2.dWT hT.dl", "fc2.dX dl.w2T", "fc1.dWT xT.dH"],
-}
+# The products of a step, and the layouts a step could run together: bench/make_record.py's, which reads them
+# back from the run's files.
+sys.path.insert(0, "bench")
+from make_record import PRODUCTS as products, LAYOUT_SETS as layout_sets
 def product_of(layout):
     return layout.replace("fm ", "").split()[0].replace("dWT", "dW")
 best = {}
