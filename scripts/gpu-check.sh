@@ -6,8 +6,8 @@
 #
 # A GPU machine without package access gets the header libraries and the data in .devdeps/ (git-ignored):
 # Debian's libfmt-dev libfmt9 catch2 libcli11-dev nlohmann-json3-dev zlib1g-dev libopenblas-dev
-# libopenblas0-pthread libopenblas-pthread-dev libgfortran5 unpacked there with dpkg -x, and the four IDX files in
-# .devdeps/data (for example: cp /usr/share/datasets/fashion-mnist/* .devdeps/data/).
+# libopenblas0-pthread libopenblas-pthread-dev libgfortran5 libssl-dev libssl3 unpacked there with dpkg -x, and
+# the four IDX files in .devdeps/data (for example: cp /usr/share/datasets/fashion-mnist/* .devdeps/data/).
 #
 # Environment: OUT (where logs go; default build/gpu-check), BUILD_DIR (default build/gpu), EPOCHS (default 5),
 # DATA (default .devdeps/data), JOBS (default: all cores), SANITIZER_TIMEOUT (seconds per sanitizer run, 100),
@@ -82,8 +82,8 @@ if [ -d "$deps" ]; then
     [ -n "$cblas" ] && cmake_args+=("-DOPENBLAS_INCLUDE_DIR=$(dirname "$cblas")")
   fi
 else
-  echo "gpu-check: warning: no .devdeps/ (fmt, Catch2, CLI11, nlohmann-json, OpenBLAS): the configure may fail;" \
-    "see the header of this script"
+  echo "gpu-check: warning: no .devdeps/ (fmt, Catch2, CLI11, nlohmann-json, OpenBLAS, OpenSSL): the configure" \
+    "may fail; see the header of this script"
 fi
 cuda_home=$(dirname "$(dirname "$(command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)")")
 if [ ! -e "$cuda_home/include/nccl.h" ]; then

@@ -2,10 +2,12 @@
 // named.
 #include <catch2/catch.hpp>
 
+#include <fstream>
 #include <map>
 #include <string>
 
 #include "host/processes/launch.hpp"
+#include "tests/temp_dir.hpp"
 
 using namespace mnistdp;
 
@@ -139,7 +141,12 @@ TEST_CASE("every bad or missing variable is refused by name", "[launch]") {
   CHECK(refusal("auto", with(kTorchrun, "RANK", "16")) ==
         "RANK=16 is out of range: the rank, with WORLD_SIZE=16 must be from 0 to 15");
   CHECK(refusal("auto", with(kTorchrun, "RANK", "-1")) ==
-        "RANK='-1' is not a whole number (the rank, with WORLD_SIZE=16)");
+        "RANK=-1 is out of range: the rank, with WORLD_SIZE=16 must be from 0 to 15");
+  CHECK(refusal("auto", with(kTorchrun, "RANK", "-")) ==
+        "RANK='-' is not a whole number (the rank, with WORLD_SIZE=16)");
+  // A world of one trains as a single process, but not with a rank it cannot hold.
+  CHECK(refusal("auto", with(with(kTorchrun, "WORLD_SIZE", "1"), "RANK", "5")) ==
+        "RANK=5 is out of range: the rank, with WORLD_SIZE=1 must be from 0 to 0");
   CHECK(refusal("auto", with(kTorchrun, "WORLD_SIZE", "0")) ==
         "WORLD_SIZE=0 is out of range: the number of processes must be from 1 to 1048576");
   CHECK(refusal("auto", with(kTorchrun, "WORLD_SIZE", "two")) ==
@@ -150,4 +157,45 @@ TEST_CASE("every bad or missing variable is refused by name", "[launch]") {
         "MASTER_PORT='29500x' is not a whole number (a TCP port)");
   CHECK(refusal("auto", with(kTorchrun, "LOCAL_RANK", "99")) ==
         "LOCAL_RANK=99 is out of range: the process's index on its node must be from 0 to 15");
+}
+
+TEST_CASE("the run token, from MNISTDP_RUN_TOKEN or the file MNISTDP_RUN_TOKEN_FILE names", "[launch]") {
+  auto with = [](std::map<std::string, std::string> vars, const std::string& name, const std::string& value) {
+    vars[name] = value;
+    return vars;
+  };
+  const std::string secret = "0123456789abcdef0123";
+  CHECK(detect_launch("auto", env_of(kTorchrun)).run_token.empty());
+  CHECK(detect_launch("auto", env_of(with(kTorchrun, "MNISTDP_RUN_TOKEN", secret))).run_token == secret);
+
+  const test::TempDir dir;
+  const std::string file = (dir / "token").string();
+  {
+    std::ofstream out(file);
+    out << secret << "\n";  // as `echo` or an editor leaves it
+  }
+  CHECK(detect_launch("auto", env_of(with(kTorchrun, "MNISTDP_RUN_TOKEN_FILE", file))).run_token == secret);
+  // Slurm's launch reads it as torchrun's does; mpirun's needs none.
+  std::map<std::string, std::string> slurm{{"SLURM_PROCID", "1"},
+                                           {"SLURM_NTASKS", "2"},
+                                           {"SLURM_LOCALID", "0"},
+                                           {"MASTER_ADDR", "node1"},
+                                           {"MASTER_PORT", "29500"}};
+  CHECK(detect_launch("auto", env_of(with(slurm, "MNISTDP_RUN_TOKEN", secret))).run_token == secret);
+
+  CHECK(refusal("auto", with(kTorchrun, "MNISTDP_RUN_TOKEN", "short")) ==
+        "MNISTDP_RUN_TOKEN: the run token is 5 characters long; a secret needs at least 16 (for example: "
+        "openssl rand -hex 32)");
+  CHECK(refusal("auto", with(with(kTorchrun, "MNISTDP_RUN_TOKEN", secret), "MNISTDP_RUN_TOKEN_FILE", file)) ==
+        "MNISTDP_RUN_TOKEN and MNISTDP_RUN_TOKEN_FILE are both set: set one of them");
+  const std::string missing = (dir / "no-such-token").string();
+  CHECK(refusal("auto", with(kTorchrun, "MNISTDP_RUN_TOKEN_FILE", missing)) ==
+        "MNISTDP_RUN_TOKEN_FILE=" + missing + ": cannot read the file: No such file or directory");
+  const std::string empty = (dir / "empty-token").string();
+  std::ofstream{empty} << "\n";
+  CHECK(
+      refusal("auto", with(kTorchrun, "MNISTDP_RUN_TOKEN_FILE", empty)) ==
+      "MNISTDP_RUN_TOKEN_FILE=" + empty +
+          ": the run token is 0 characters long; a secret needs at least 16 (for example: openssl rand -hex "
+          "32)");
 }

@@ -6,17 +6,23 @@
 #include <unistd.h>
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <mutex>
+#include <optional>
 #include <random>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "host/model/params.hpp"
+#include "host/processes/tcp_frame.hpp"
 #include "host/processes/tcp_process_group.hpp"
+#include "host/processes/tcp_rendezvous.hpp"
 
 using namespace mnistdp;
 using namespace std::chrono_literals;
@@ -44,11 +50,57 @@ struct Outcome {
   int origin = -1;
 };
 
+// What the ranks' rendezvous noted (rank 0's dropped connections, its warning without a token).
+class Notes {
+ public:
+  void add(const std::string& line) {
+    std::lock_guard lock(mutex_);
+    lines_.push_back(line);
+  }
+  bool has(const std::string& part) const {
+    std::lock_guard lock(mutex_);
+    for (const std::string& line : lines_)
+      if (line.find(part) != std::string::npos) return true;
+    return false;
+  }
+  std::string all() const {
+    std::lock_guard lock(mutex_);
+    std::string text;
+    for (const std::string& line : lines_)
+      text += line + "\n";
+    return text;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<std::string> lines_;
+};
+
+// The rendezvous of `rank` of `world` at 127.0.0.1:port (or `addr`), without a token.
+TcpRendezvous rendezvous(int port, int rank, int world, std::chrono::milliseconds timeout,
+                         const std::string& addr = "127.0.0.1") {
+  TcpRendezvous r;
+  r.master_addr = addr;
+  r.master_port = port;
+  r.rank = rank;
+  r.world_size = world;
+  r.timeout = timeout;
+  return r;
+}
+
+// How the ranks of run_ranks are started, beyond their world and rank.
+struct RankSetup {
+  int world_of_rank_1 = 0;                       // 0: the world's size
+  std::string token;                             // every rank's run token
+  std::function<void(int rank)> before_joining;  // on each rank's thread, before it joins
+  Notes* notes = nullptr;                        // where the rendezvous's notes go (nowhere when null)
+};
+
 // Runs `body` on each given rank, on threads, each with its own group, as run_cli does in a process: a
 // rank that fails aborts its group with its message.
 std::vector<Outcome> run_ranks(int world, const std::vector<int>& ranks, int port,
                                std::chrono::milliseconds timeout,
-                               const std::function<void(ProcessGroup&)>& body, int world_of_rank_1 = 0) {
+                               const std::function<void(ProcessGroup&)>& body, const RankSetup& setup = {}) {
   std::vector<Outcome> outcomes(ranks.size());
   std::vector<std::thread> threads;
   for (std::size_t i = 0; i < ranks.size(); ++i) {
@@ -56,8 +108,13 @@ std::vector<Outcome> run_ranks(int world, const std::vector<int>& ranks, int por
       const int rank = ranks[i];
       std::unique_ptr<ProcessGroup> group;
       try {
-        TcpRendezvous r{"127.0.0.1", port, rank, rank == 1 && world_of_rank_1 ? world_of_rank_1 : world,
-                        timeout};
+        if (setup.before_joining) setup.before_joining(rank);
+        TcpRendezvous r = rendezvous(
+            port, rank, rank == 1 && setup.world_of_rank_1 ? setup.world_of_rank_1 : world, timeout);
+        r.token = setup.token;
+        r.note = [&setup](const std::string& line) {
+          if (setup.notes) setup.notes->add(line);
+        };
         group = make_tcp_process_group(r);
         body(*group);
       } catch (const RemoteRankError& e) {
@@ -73,6 +130,53 @@ std::vector<Outcome> run_ranks(int world, const std::vector<int>& ranks, int por
     t.join();
   return outcomes;
 }
+
+// A connection to rank 0's port, retried while rank 0 is not listening yet.
+tcp::Socket connect_to(int port) {
+  std::string why;
+  for (int attempt = 0; attempt < 500; ++attempt) {
+    if (tcp::Socket s = tcp::try_connect("127.0.0.1", port, why); s.open()) return s;
+    std::this_thread::sleep_for(10ms);
+  }
+  FAIL("nothing listens on port " << port << ": " << why);
+  return {};
+}
+
+// A process of the tests' own at the rendezvous, speaking mnist-dp's protocol as a stranger might.
+class Stranger {
+ public:
+  explicit Stranger(int port) : socket_(connect_to(port)) {}
+
+  // Reads rank 0's challenge and says hello as `rank` of `world`, proved with `token` (none when empty).
+  void hello(int rank, int world, const std::string& token = "") {
+    const tcp::Frame challenge = tcp::receive_frame(socket_, tcp::Deadline(5s), 1024);
+    REQUIRE(challenge.type == tcp::FrameType::Challenge);
+    REQUIRE(challenge.payload.size() == sizeof(tcp::Challenge));
+    tcp::Challenge c{};
+    std::memcpy(&c, challenge.payload.data(), sizeof c);
+    tcp::Hello h{rank, world, token.empty() ? 0u : 1u, 0, Nonce{}, Proof{}};
+    if (!token.empty()) h.proof = tcp::hello_proof(token, c.nonce, h);
+    tcp::send_frame(socket_, tcp::FrameType::Hello, rank, std::as_bytes(std::span(&h, 1)), tcp::Deadline(5s));
+  }
+
+  // Rank 0's answer to the hello: the reason it was refused, or "(welcomed)".
+  std::string answer() {
+    const tcp::Frame frame = tcp::receive_frame(socket_, tcp::Deadline(10s), tcp::kMaxErrorBytes);
+    if (frame.type == tcp::FrameType::Refused) return frame.text();
+    if (frame.type == tcp::FrameType::Welcome) return "(welcomed)";
+    return "(answered with frame type " + std::to_string(static_cast<int>(frame.type)) + ")";
+  }
+
+  std::string say_hello(int rank, int world, const std::string& token = "") {
+    hello(rank, world, token);
+    return answer();
+  }
+
+  tcp::Socket& socket() { return socket_; }
+
+ private:
+  tcp::Socket socket_;
+};
 
 std::vector<int> all_ranks(int world) {
   std::vector<int> ranks;
@@ -215,14 +319,23 @@ TEST_CASE("TCP: a rank that is hung is named after the timeout", "[tcp]") {
   CHECK(outcomes[0].error == "waited 1 s for rank 1 to reach the same step (hung, or much slower?)");
 }
 
-TEST_CASE("TCP rendezvous: a WORLD_SIZE that differs is refused", "[tcp]") {
+TEST_CASE("TCP rendezvous: a rank with another WORLD_SIZE is refused, and rank 0 goes on waiting", "[tcp]") {
+  const int port = free_port();
+  RankSetup setup;
+  setup.world_of_rank_1 = 3;
+  Notes notes;
+  setup.notes = &notes;
   const auto outcomes = run_ranks(
-      2, all_ranks(2), free_port(), 5s, [](ProcessGroup&) {}, 3);
+      2, all_ranks(2), port, 1500ms, [](ProcessGroup&) {}, setup);
   const std::string why =
-      "rank 1 was started with a world of 3 processes, rank 0 with 2: every rank must be given the same "
+      "it was started with a world of 3 processes, rank 0 with 2: every rank must be given the same "
       "WORLD_SIZE";
-  CHECK(outcomes[0].error == why);
-  CHECK(outcomes[1].error == "rank 0 failed: " + why);
+  CHECK(outcomes[1].error == "TCP rendezvous at 127.0.0.1:" + std::to_string(port) +
+                                 ": rank 0 refused this process (rank 1): " + why);
+  CHECK(contains(outcomes[0].error, "after 1.5 s, rank 1 of a world of 2 had not joined"));
+  CAPTURE(notes.all());
+  CHECK(notes.has("TCP rendezvous: dropped a connection from 127.0.0.1:"));
+  CHECK(notes.has(why));
 }
 
 TEST_CASE("TCP rendezvous: a rank that never starts is named", "[tcp]") {
@@ -238,13 +351,28 @@ TEST_CASE("TCP rendezvous: a rank that never starts is named", "[tcp]") {
   CHECK(std::chrono::steady_clock::now() - start < 5s);
 }
 
-TEST_CASE("TCP rendezvous: two processes that say they are the same rank", "[tcp]") {
-  const auto outcomes = run_ranks(3, {0, 1, 1}, free_port(), 5s, [](ProcessGroup&) {});
-  const std::string why = "two processes say they are rank 1: every rank must be given its own RANK";
-  CHECK(outcomes[0].error == why);
-  // One of the two rank 1s was refused by name; the other, let in first, hears rank 0's failure.
-  CHECK((outcomes[1].error == "rank 0 failed: " + why));
-  CHECK((outcomes[2].error == "rank 0 failed: " + why));
+TEST_CASE("TCP rendezvous: a second process that says it is rank 1 is refused, and the first stays",
+          "[tcp]") {
+  const int port = free_port();
+  const std::string token = "one run's secret, long enough";
+  RankSetup setup;
+  setup.token = token;
+  std::string second;
+  std::optional<Stranger> first;
+  setup.before_joining = [&](int rank) {
+    if (rank != 2) return;
+    // Both hold the token, as two ranks given the same RANK by mistake would.
+    first.emplace(port);
+    first->hello(1, 3, token);
+    second = Stranger(port).say_hello(1, 3, token);
+  };
+  const auto outcomes = run_ranks(
+      3, {0, 2}, port, 10s, [](ProcessGroup&) {}, setup);
+  for (const Outcome& o : outcomes)
+    CHECK(o.error.empty());
+  CHECK(second == "rank 1 has joined already: every rank must be given its own RANK");
+  REQUIRE(first);
+  CHECK(first->answer() == "(welcomed)");
 }
 
 TEST_CASE("TCP rendezvous: rank 0 cannot be reached", "[tcp]") {
@@ -281,7 +409,7 @@ TEST_CASE("TCP rendezvous: a MASTER_ADDR that does not resolve is retried, then 
   const auto start = std::chrono::steady_clock::now();
   std::string error;
   try {
-    make_tcp_process_group({"no-such-host.invalid", 29500, 1, 2, 1500ms});
+    make_tcp_process_group(rendezvous(29500, 1, 2, 1500ms, "no-such-host.invalid"));
   } catch (const std::exception& e) {
     error = e.what();
   }
@@ -317,6 +445,220 @@ TEST_CASE("TCP rendezvous: a stray connection (a health check, a port scan) is d
   stray.join();
   for (const Outcome& o : outcomes)
     CHECK(o.error.empty());
+}
+
+TEST_CASE("TCP rendezvous: only a process with the run token joins; strangers are dropped, the run goes on",
+          "[tcp][security]") {
+  const int port = free_port();
+  const std::string token = "the run's secret, 32 characters";
+  Notes notes;
+  RankSetup setup;
+  setup.token = token;
+  setup.notes = &notes;
+  std::string without_token, wrong_token;
+  setup.before_joining = [&](int rank) {
+    if (rank != 1) return;
+    // Each says hello as rank 1 before the real rank 1 does: without the token it would take its place.
+    without_token = Stranger(port).say_hello(1, 2);
+    wrong_token = Stranger(port).say_hello(1, 2, "another run's secret, as long");
+  };
+  std::vector<float> sums(2);
+  const auto outcomes = run_ranks(
+      2, all_ranks(2), port, 10s,
+      [&](ProcessGroup& g) {
+        std::vector<float> v{static_cast<float>(g.rank() + 1)};
+        g.all_reduce_sum(v);
+        sums[static_cast<std::size_t>(g.rank())] = v[0];
+      },
+      setup);
+  for (const Outcome& o : outcomes)
+    CHECK(o.error.empty());
+  CHECK(sums == std::vector<float>{3.0f, 3.0f});
+  CHECK(without_token ==
+        "it has no run token, and rank 0 has one: give every rank the same MNISTDP_RUN_TOKEN (or "
+        "MNISTDP_RUN_TOKEN_FILE)");
+  CHECK(wrong_token == "its run token is not rank 0's");
+  CAPTURE(notes.all());
+  CHECK(notes.has("TCP rendezvous: dropped a connection from 127.0.0.1:"));
+  CHECK(notes.has(": its run token is not rank 0's"));
+  CHECK_FALSE(notes.has("can join this run as a rank"));
+}
+
+TEST_CASE("TCP rendezvous: without a run token, rank 0 says the rendezvous is open to anyone",
+          "[tcp][security]") {
+  const int port = free_port();
+  Notes notes;
+  RankSetup setup;
+  setup.notes = &notes;
+  const auto outcomes = run_ranks(
+      2, all_ranks(2), port, 10s, [](ProcessGroup& g) { g.any(false); }, setup);
+  for (const Outcome& o : outcomes)
+    CHECK(o.error.empty());
+  CHECK(notes.all() == "TCP rendezvous: no run token (MNISTDP_RUN_TOKEN): any process that can reach port " +
+                           std::to_string(port) +
+                           " can join this run as a rank (docs/multi-node.md, \"Security\")\n");
+}
+
+TEST_CASE("TCP rendezvous: a rank whose token differs from rank 0's is refused by name", "[tcp][security]") {
+  const int port = free_port();
+  std::string refused;
+  std::thread rank_1([&] {
+    try {
+      TcpRendezvous r = rendezvous(port, 1, 2, 1500ms);
+      r.token = "rank 1's secret, not rank 0's";
+      make_tcp_process_group(r);
+    } catch (const std::exception& e) {
+      refused = e.what();
+    }
+  });
+  const auto outcomes = run_ranks(2, {0}, port, 1500ms, [](ProcessGroup&) {}, {});
+  rank_1.join();
+  CHECK(refused ==
+        "TCP rendezvous at 127.0.0.1:" + std::to_string(port) +
+            ": rank 0 refused this process (rank 1): it has a run token, and rank 0 has none: give every "
+            "rank the same MNISTDP_RUN_TOKEN (or MNISTDP_RUN_TOKEN_FILE)");
+  CHECK(contains(outcomes[0].error, "rank 1 of a world of 2 had not joined"));
+}
+
+TEST_CASE("TCP rendezvous: hellos that do not fit are dropped, each with its reason, and the run goes on",
+          "[tcp][security]") {
+  const int port = free_port();
+  Notes notes;
+  RankSetup setup;
+  setup.notes = &notes;
+  std::vector<std::string> answers;
+  setup.before_joining = [&](int rank) {
+    if (rank != 1) return;
+    answers.push_back(Stranger(port).say_hello(1, 3));
+    answers.push_back(Stranger(port).say_hello(0, 2));
+    answers.push_back(Stranger(port).say_hello(5, 2));
+    answers.push_back(Stranger(port).say_hello(-1, 2));
+    // Not a hello at all: a frame header that announces far more than a hello.
+    Stranger junk(port);
+    const tcp::FrameHeader header{tcp::kMagic, tcp::FrameType::Data, 1, 0, 1 << 30};
+    tcp::send_all(junk.socket(), &header, sizeof header, tcp::Deadline(5s));
+  };
+  const auto outcomes = run_ranks(
+      2, all_ranks(2), port, 10s, [](ProcessGroup& g) { g.any(false); }, setup);
+  for (const Outcome& o : outcomes)
+    CHECK(o.error.empty());
+  CHECK(answers ==
+        std::vector<std::string>{
+            "it was started with a world of 3 processes, rank 0 with 2: every rank must be given the "
+            "same WORLD_SIZE",
+            "it says it is rank 0, outside 1 to 1", "it says it is rank 5, outside 1 to 1",
+            "it says it is rank -1, outside 1 to 1"});
+  CAPTURE(notes.all());
+  CHECK(notes.has("it says it is rank -1, outside 1 to 1"));
+}
+
+TEST_CASE("TCP rendezvous: silent and slow connections hold no rank up, and the rendezvous ends on time",
+          "[tcp][security]") {
+  SECTION("a rank joins while a silent connection and a slow one are waiting") {
+    const int port = free_port();
+    std::optional<Stranger> silent, slow;
+    RankSetup setup;
+    setup.before_joining = [&](int rank) {
+      if (rank != 1) return;
+      silent.emplace(port);
+      slow.emplace(port);
+      const char byte = 'x';
+      tcp::send_all(slow->socket(), &byte, 1, tcp::Deadline(5s));
+    };
+    const auto start = std::chrono::steady_clock::now();
+    const auto outcomes = run_ranks(
+        2, all_ranks(2), port, 30s, [](ProcessGroup& g) { g.any(false); }, setup);
+    for (const Outcome& o : outcomes)
+      CHECK(o.error.empty());
+    CHECK(std::chrono::steady_clock::now() - start < 4s);  // not after the stranger's 5 s
+  }
+  SECTION("a new connection every 200 ms, each sending a byte, does not keep rank 0 past its timeout") {
+    const int port = free_port();
+    std::atomic<bool> done{false};
+    std::thread dripping([&] {
+      std::vector<tcp::Socket> kept;
+      while (!done) {
+        std::string why;
+        if (tcp::Socket s = tcp::try_connect("127.0.0.1", port, why); s.open()) {
+          const char byte = 'x';
+          static_cast<void>(::send(s.fd(), &byte, 1, MSG_NOSIGNAL));
+          kept.push_back(std::move(s));
+        }
+        std::this_thread::sleep_for(200ms);
+      }
+    });
+    const auto start = std::chrono::steady_clock::now();
+    const auto outcomes = run_ranks(3, {0, 1}, port, 1000ms, [](ProcessGroup&) {}, {});
+    const auto elapsed = std::chrono::steady_clock::now() - start;
+    done = true;
+    dripping.join();
+    CHECK(contains(outcomes[0].error, "after 1 s, rank 2 of a world of 3 had not joined"));
+    CHECK(elapsed < 3s);
+  }
+}
+
+TEST_CASE("TCP rendezvous: 400 silent connections do not end rank 0, and the real rank still joins",
+          "[tcp][security]") {
+  const int port = free_port();
+  Notes notes;
+  RankSetup setup;
+  setup.notes = &notes;
+  std::vector<tcp::Socket> crowd;
+  setup.before_joining = [&](int rank) {
+    if (rank != 1) return;
+    crowd.push_back(connect_to(port));
+    std::string why;
+    for (int i = 1; i < 400; ++i)
+      if (tcp::Socket s = tcp::try_connect("127.0.0.1", port, why); s.open()) crowd.push_back(std::move(s));
+  };
+  const auto outcomes = run_ranks(
+      2, all_ranks(2), port, 30s, [](ProcessGroup& g) { g.any(false); }, setup);
+  for (const Outcome& o : outcomes)
+    CHECK(o.error.empty());
+  CHECK(crowd.size() == 400);
+  CAPTURE(notes.all());
+  CHECK(notes.has("more than 64 connections had not said hello; the oldest went"));
+  CHECK(notes.has("connections dropped in all"));
+}
+
+TEST_CASE("TCP rendezvous: a rank 0 that cannot prove the run token is not trusted", "[tcp][security]") {
+  // Another program holds MASTER_PORT and plays rank 0: it challenges and welcomes, but knows no token.
+  const int port = free_port();
+  std::thread impostor([port] {
+    const tcp::Socket listener = tcp::listen_on(port);
+    tcp::Accepted a;
+    for (int i = 0; i < 500 && !a.socket.open(); ++i) {
+      std::this_thread::sleep_for(10ms);
+      a = tcp::accept_connection(listener);
+    }
+    REQUIRE(a.socket.open());
+    const tcp::Challenge c{fresh_nonce()};
+    tcp::send_frame(a.socket, tcp::FrameType::Challenge, 0, std::as_bytes(std::span(&c, 1)),
+                    tcp::Deadline(5s));
+    static_cast<void>(tcp::receive_frame(a.socket, tcp::Deadline(5s), 1024));
+    const tcp::Welcome w{};
+    tcp::send_frame(a.socket, tcp::FrameType::Welcome, 0, std::as_bytes(std::span(&w, 1)), tcp::Deadline(5s));
+  });
+  std::string error;
+  try {
+    TcpRendezvous r = rendezvous(port, 1, 2, 5s);
+    r.token = "the real run's secret, 32 chars";
+    make_tcp_process_group(r);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  impostor.join();
+  CHECK(error ==
+        "TCP rendezvous at 127.0.0.1:" + std::to_string(port) +
+            ": what answers as rank 0 does not prove this run's token: another program, or a run with "
+            "another MNISTDP_RUN_TOKEN, holds MASTER_PORT");
+}
+
+TEST_CASE("TCP rendezvous: missing ranks are named as ranges", "[tcp]") {
+  CHECK(tcp::rank_ranges({}).empty());
+  CHECK(tcp::rank_ranges({4}) == "4");
+  CHECK(tcp::rank_ranges({1, 2, 3, 7, 9, 10, 11, 12}) == "1-3, 7, 9-12");
+  CHECK(tcp::rank_ranges({1, 3}) == "1, 3");
 }
 
 TEST_CASE("TCP check_for_failure: another rank's failure, at once, without taking a collective's data",

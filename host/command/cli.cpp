@@ -194,7 +194,9 @@ void add_train_options(CLI::App& train, TrainOptions& o) {
       .add_option(
           "--launcher", o.launcher,
           "Multi-process runs: auto (read what mpirun, torchrun or srun set), mpi, env (torchrun's or "
-          "Slurm's variables), or none (one process, whatever the environment says)")
+          "Slurm's variables), or none (one process, whatever the environment says). Under torchrun and "
+          "srun, "
+          "MNISTDP_RUN_TOKEN (or the file MNISTDP_RUN_TOKEN_FILE names) holds the secret that admits a rank")
       ->check(CLI::IsMember({"auto", "none", "mpi", "env"}))
       ->capture_default_str();
   train

@@ -413,6 +413,7 @@ std::unique_ptr<ProcessGroup> join_process_group(const LaunchInfo& launch, const
   r.rank = launch.rank;
   r.world_size = launch.world_size;
   r.timeout = rank_timeout(o);
+  r.token = launch.run_token;
   return make_tcp_process_group(r);
 }
 

@@ -2,7 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
 #include <limits>
 
 namespace mnistdp {
@@ -11,8 +15,9 @@ namespace {
 
 // A whole decimal number in [low, high], or LaunchError naming the variable. std::stoi would accept "3x".
 int parse_int(const std::string& name, const std::string& value, long low, long high, const char* role) {
-  const bool digits =
-      !value.empty() && value.size() <= 9 && value.find_first_not_of("0123456789") == std::string::npos;
+  const std::string digits_part = !value.empty() && value[0] == '-' ? value.substr(1) : value;
+  const bool digits = !digits_part.empty() && digits_part.size() <= 9 &&
+                      digits_part.find_first_not_of("0123456789") == std::string::npos;
   if (!digits) throw LaunchError(fmt::format("{}='{}' is not a whole number ({})", name, value, role));
   const long number = std::stol(value);
   if (number < low || number > high)
@@ -49,14 +54,48 @@ std::string required(const EnvLookup& env, const std::string& name, Launcher lau
   return *value;
 }
 
+// The shortest run token taken: a secret that can be guessed guards nothing.
+constexpr std::size_t kShortestToken = 16;
+
+std::string run_token(const EnvLookup& env) {
+  const std::optional<std::string> value = env("MNISTDP_RUN_TOKEN");
+  const std::optional<std::string> file = env("MNISTDP_RUN_TOKEN_FILE");
+  if (value && file)
+    throw LaunchError("MNISTDP_RUN_TOKEN and MNISTDP_RUN_TOKEN_FILE are both set: set one of them");
+  std::string token;
+  std::string source = "MNISTDP_RUN_TOKEN";
+  if (value) token = *value;
+  if (file) {
+    source = fmt::format("MNISTDP_RUN_TOKEN_FILE={}", *file);
+    std::ifstream in(*file, std::ios::binary);
+    if (!in) throw LaunchError(fmt::format("{}: cannot read the file: {}", source, std::strerror(errno)));
+    token.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    if (in.bad()) throw LaunchError(fmt::format("{}: cannot read the file", source));
+    // The line an editor or `echo` ends it with is no part of the secret.
+    while (!token.empty() && (token.back() == '\n' || token.back() == '\r'))
+      token.pop_back();
+  }
+  if ((value || file) && token.size() < kShortestToken)
+    throw LaunchError(
+        fmt::format("{}: the run token is {} characters long; a secret needs at least {} (for "
+                    "example: openssl rand -hex 32)",
+                    source, token.size(), kShortestToken));
+  return token;
+}
+
 LaunchInfo read_launch(const Names& n, const EnvLookup& env) {
   LaunchInfo info;
   info.world_size =
       parse_int(n.world_size, required(env, n.world_size, n.launcher), 1, 1 << 20, "the number of processes");
-  if (info.world_size == 1) return info;  // a world of one is a plain single-process run
+  const std::string rank_role = fmt::format("the rank, with {}={}", n.world_size, info.world_size);
+  if (info.world_size == 1) {
+    // A world of one is a plain single-process run, but a rank it cannot hold still says the launch is wrong.
+    if (const std::optional<std::string> rank = env(n.rank))
+      parse_int(n.rank, *rank, 0, 0, rank_role.c_str());
+    return info;
+  }
   info.launcher = n.launcher;
-  info.rank = parse_int(n.rank, required(env, n.rank, n.launcher), 0, info.world_size - 1,
-                        fmt::format("the rank, with {}={}", n.world_size, info.world_size).c_str());
+  info.rank = parse_int(n.rank, required(env, n.rank, n.launcher), 0, info.world_size - 1, rank_role.c_str());
   info.local_rank = parse_int(n.local_rank, required(env, n.local_rank, n.launcher), 0, info.world_size - 1,
                               "the process's index on its node");
   if (n.rendezvous) {
@@ -73,6 +112,7 @@ LaunchInfo read_launch(const Names& n, const EnvLookup& env) {
             "lower --master-port");
       info.master_port += 1;
     }
+    info.run_token = run_token(env);
   }
   return info;
 }

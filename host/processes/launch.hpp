@@ -9,7 +9,8 @@
 //                       job script (Slurm has no rendezvous address of its own)
 //
 // Under mpirun the ranks talk through MPI; under torchrun and srun, rank 0 listens on MASTER_ADDR:MASTER_PORT
-// and the others connect to it (host/processes/tcp_process_group.hpp). Reading the environment is kept apart
+// and the others connect to it (host/processes/tcp_process_group.hpp), admitted by the run token that
+// MNISTDP_RUN_TOKEN holds, or the file MNISTDP_RUN_TOKEN_FILE names. Reading the environment is kept apart
 // from acting on it, so that every refusal can be tested without starting a process.
 #include <functional>
 #include <optional>
@@ -38,6 +39,9 @@ struct LaunchInfo {
   int local_rank = 0;       // the process's index on its node: it picks the GPU
   std::string master_addr;  // for the TCP rendezvous
   int master_port = 0;
+  // The TCP rendezvous's secret, from MNISTDP_RUN_TOKEN or the file MNISTDP_RUN_TOKEN_FILE names; empty when
+  // neither is set (tcp_process_group.hpp).
+  std::string run_token;
 
   bool multi_process() const { return world_size > 1; }
 };

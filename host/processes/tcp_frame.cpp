@@ -25,6 +25,24 @@ Frame receive_payload(const Socket& s, const FrameHeader& header, const Deadline
   return frame;
 }
 
+namespace {
+
+template <class T>
+std::span<const std::uint8_t> bytes_of(const T& value) {
+  return {reinterpret_cast<const std::uint8_t*>(&value), sizeof value};
+}
+
+}  // namespace
+
+Proof hello_proof(const std::string& token, const Nonce& challenge, const Hello& hello) {
+  return prove(token, "mnist-dp hello",
+               {challenge, hello.nonce, bytes_of(hello.rank), bytes_of(hello.world_size)});
+}
+
+Proof welcome_proof(const std::string& token, const Nonce& challenge, const Hello& hello) {
+  return prove(token, "mnist-dp welcome", {hello.nonce, challenge, bytes_of(hello.rank)});
+}
+
 Frame receive_frame(const Socket& s, const Deadline& deadline, std::size_t limit_bytes) {
   const FrameHeader header = receive_header(s, deadline);
   if (header.bytes > limit_bytes)

@@ -3,20 +3,29 @@
 // payload. Host byte order: every rank runs the same binary on the same kind of machine. The magic number
 // at the start of every header tells a rank of mnist-dp from any other program that reaches its port.
 //
-// Which frames are sent when is the group's protocol (tcp_process_group.cpp): a Hello from every rank to
-// rank 0, a Welcome back once all have joined, then Data for each collective; an Error, whenever a rank
-// fails, carries its message as text.
+// Which frames are sent when is the group's protocol: at the rendezvous (tcp_rendezvous.cpp), a Challenge
+// from rank 0 to each connection, a Hello back from every rank, and a Welcome once all have joined, or
+// Refused, with the reason, to a process that does not fit; then (tcp_process_group.cpp) Data for each
+// collective. An Error, whenever a rank fails, carries its message as text.
 #include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "host/processes/run_token.hpp"
 #include "host/processes/tcp_socket.hpp"
 
 namespace mnistdp::tcp {
 
-enum class FrameType : std::uint32_t { Hello = 1, Welcome = 2, Data = 3, Error = 4 };
+enum class FrameType : std::uint32_t {
+  Hello = 1,
+  Welcome = 2,
+  Data = 3,
+  Error = 4,
+  Challenge = 5,
+  Refused = 6
+};
 constexpr std::uint32_t kMagic = 0x4d4e4450;  // "MNDP"
 
 struct FrameHeader {
@@ -27,11 +36,28 @@ struct FrameHeader {
   std::uint64_t bytes;
 };
 
-// A hello's payload: who is connecting and how large it was told the world is.
+// A challenge's payload: rank 0's nonce, which the hello's proof must cover.
+struct Challenge {
+  Nonce nonce;
+};
+
+// A hello's payload: who is connecting, how large it was told the world is, and its proof of the run token.
 struct Hello {
   std::int32_t rank;
   std::int32_t world_size;
+  std::uint32_t has_token;  // 1: the process was given a run token, and `proof` is made with it
+  std::uint32_t reserved;
+  Nonce nonce;  // the process's own challenge to rank 0, which the welcome's proof must cover
+  Proof proof;  // hello_proof()
 };
+
+// A welcome's payload: rank 0's proof of the run token (welcome_proof()); zeros in a run without one.
+struct Welcome {
+  Proof proof;
+};
+
+Proof hello_proof(const std::string& token, const Nonce& challenge, const Hello& hello);
+Proof welcome_proof(const std::string& token, const Nonce& challenge, const Hello& hello);
 
 // The longest error text a frame carries; a longer message is cut to it.
 constexpr std::size_t kMaxErrorBytes = 64 * 1024;

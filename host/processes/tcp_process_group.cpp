@@ -1,19 +1,17 @@
 #include "host/processes/tcp_process_group.hpp"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 #include <poll.h>
 #include <sys/socket.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <stdexcept>
-#include <thread>
 #include <utility>
 #include <vector>
 
 #include "host/processes/tcp_frame.hpp"
+#include "host/processes/tcp_rendezvous.hpp"
 #include "host/processes/tcp_socket.hpp"
 
 namespace mnistdp {
@@ -25,15 +23,10 @@ using tcp::Deadline;
 using tcp::Frame;
 using tcp::FrameHeader;
 using tcp::FrameType;
-using tcp::Hello;
 using tcp::kMagic;
 using tcp::kMaxErrorBytes;
 using tcp::Socket;
 using tcp::TimedOut;
-
-std::string rank_list(const std::vector<int>& ranks) {
-  return fmt::format("{}", fmt::join(ranks, ", "));
-}
 
 class TcpProcessGroup final : public ProcessGroup {
  public:
@@ -41,10 +34,21 @@ class TcpProcessGroup final : public ProcessGroup {
       : rank_(r.rank), size_(r.world_size), addr_(r.master_addr), port_(r.master_port), timeout_(r.timeout) {
     if (size_ < 2 || rank_ < 0 || rank_ >= size_)
       throw std::invalid_argument(fmt::format("TCP process group: rank {} of {}", rank_, size_));
-    if (rank_ == 0)
-      accept_all();
-    else
-      connect_to_root();
+    if (rank_ == 0) {
+      peers_.resize(static_cast<std::size_t>(size_));
+      broken_.assign(peers_.size(), false);
+      try {
+        tcp::accept_ranks(r, peers_);
+      } catch (const std::exception& e) {
+        // The ranks that did join are waiting for a welcome: tell them why none will come.
+        abort(0, e.what());
+        throw;
+      }
+    } else {
+      peers_.resize(1);
+      broken_.assign(1, false);
+      peers_[0] = tcp::join_rank_0(r);
+    }
   }
 
   int rank() const override { return rank_; }
@@ -242,7 +246,7 @@ class TcpProcessGroup final : public ProcessGroup {
         throw std::runtime_error(
             fmt::format("waited {} s for rank{} {} to reach the same step (hung, or much "
                         "slower?)",
-                        seconds(), waiting.size() == 1 ? "" : "s", rank_list(waiting)));
+                        seconds(), waiting.size() == 1 ? "" : "s", tcp::rank_ranges(waiting)));
       std::vector<int> still;
       for (std::size_t i = 0; i < fds.size(); ++i) {
         const int r = waiting[i];
@@ -272,135 +276,6 @@ class TcpProcessGroup final : public ProcessGroup {
   // rank is hung, rank 0, which knows which one, gives up first and its message reaches them all.
   std::chrono::milliseconds wait_budget() const {
     return rank_ == 0 ? timeout_ : timeout_ + std::chrono::milliseconds(5000);
-  }
-
-  // Rank 0: listens, takes one hello from every other rank, checks it, and welcomes them all at once.
-  void accept_all() {
-    peers_.resize(static_cast<std::size_t>(size_));
-    broken_.assign(peers_.size(), false);
-    Socket listener = tcp::listen_on(port_);
-    const Deadline deadline(timeout_);
-    std::vector<Socket> unknown;  // connected, hello not read yet
-    int joined = 0;
-    try {
-      while (joined < size_ - 1) {
-        std::vector<pollfd> fds{{listener.fd(), POLLIN, 0}};
-        for (const Socket& s : unknown)
-          fds.push_back({s.fd(), POLLIN, 0});
-        const int ready = ::poll(fds.data(), fds.size(), deadline.poll_ms());
-        if (ready < 0 && errno == EINTR) continue;
-        if (ready < 0)
-          throw std::runtime_error(fmt::format("TCP rendezvous: poll: {}", tcp::errno_text(errno)));
-        if (ready == 0) throw std::runtime_error(missing_ranks_message());
-        // Hellos first (their sockets are fds[1..]), then new connections, so that indices stay valid.
-        std::vector<Socket> still;
-        for (std::size_t i = 1; i < fds.size(); ++i) {
-          Socket& s = unknown[i - 1];
-          if (fds[i].revents == 0) {
-            still.push_back(std::move(s));
-            continue;
-          }
-          if (take_hello(std::move(s))) ++joined;
-        }
-        unknown = std::move(still);
-        if (fds[0].revents != 0) {
-          if (Socket s = tcp::accept_connection(listener); s.open()) unknown.push_back(std::move(s));
-        }
-      }
-      for (int r = 1; r < size_; ++r)
-        send_to(r, FrameType::Welcome, {}, deadline);
-    } catch (const std::exception& e) {
-      // The ranks that did connect are waiting for a welcome: tell them why none will come.
-      abort(0, e.what());
-      throw;
-    }
-  }
-
-  // Reads and checks a hello; the socket then belongs to that rank (true). A connection that is not an
-  // mnist-dp rank (a health check, a port scan, a stray client) is dropped and the rendezvous goes on
-  // (false). A hello that does not fit is answered with the reason, and the rendezvous fails on rank 0 too
-  // (abort tells the ranks already in).
-  bool take_hello(Socket s) {
-    Frame frame;
-    try {
-      // Short: a rank sends its hello as soon as it connects.
-      frame = tcp::receive_frame(s, Deadline(std::chrono::milliseconds(5000)), sizeof(Hello));
-    } catch (const ConnectionLost&) {
-      return false;
-    } catch (const TimedOut&) {
-      return false;
-    }
-    Hello hello{};
-    if (frame.type != FrameType::Hello || frame.payload.size() != sizeof hello) return false;
-    std::memcpy(&hello, frame.payload.data(), sizeof hello);
-    std::string refusal;
-    if (hello.world_size != size_)
-      refusal = fmt::format(
-          "rank {} was started with a world of {} processes, rank 0 with {}: every rank must "
-          "be given the same WORLD_SIZE",
-          hello.rank, hello.world_size, size_);
-    else if (hello.rank <= 0 || hello.rank >= size_)
-      refusal = fmt::format("a process says it is rank {}, outside 1 to {}", hello.rank, size_ - 1);
-    else if (peer(hello.rank).open())
-      refusal = fmt::format("two processes say they are rank {}: every rank must be given its own RANK",
-                            hello.rank);
-    if (!refusal.empty()) {
-      try {
-        const auto text = std::as_bytes(std::span(refusal.data(), refusal.size()));
-        tcp::send_frame(s, FrameType::Error, 0, text, Deadline(std::chrono::milliseconds(2000)));
-      } catch (...) {
-        // It will find out when the connection closes.
-      }
-      throw std::runtime_error(refusal);
-    }
-    peers_[static_cast<std::size_t>(hello.rank)] = std::move(s);
-    return true;
-  }
-
-  std::string missing_ranks_message() const {
-    std::vector<int> missing;
-    for (int r = 1; r < size_; ++r)
-      if (!peer(r).open()) missing.push_back(r);
-    return fmt::format(
-        "TCP rendezvous on port {}: after {} s, rank{} {} of a world of {} had not joined (were "
-        "they started, with the same MASTER_ADDR and MASTER_PORT, and WORLD_SIZE={}?)",
-        port_, seconds(), missing.size() == 1 ? "" : "s", rank_list(missing), size_, size_);
-  }
-
-  // Any other rank: connects to rank 0 (retrying while it is not listening yet), says hello, and waits for
-  // the welcome that comes when every rank has joined.
-  void connect_to_root() {
-    peers_.resize(1);
-    broken_.assign(1, false);
-    const Deadline deadline(timeout_);
-    const Deadline welcome_deadline(wait_budget());
-    std::string why = "no attempt made";
-    while (!peers_[0].open()) {
-      if (deadline.passed())
-        throw std::runtime_error(
-            fmt::format("TCP rendezvous: could not reach rank 0 at {}:{} within {} s ({}); "
-                        "is rank 0 running, with the same MASTER_ADDR and MASTER_PORT?",
-                        addr_, port_, seconds(), why));
-      peers_[0] = tcp::try_connect(addr_, port_, why);
-      if (!peers_[0].open()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    const Hello hello{rank_, size_};
-    send_to(0, FrameType::Hello, std::as_bytes(std::span(&hello, 1)), welcome_deadline);
-    Frame frame;
-    try {
-      frame = tcp::receive_frame(peer(0), welcome_deadline, kMaxErrorBytes);
-    } catch (const ConnectionLost& e) {
-      lost(0, e.why);
-    } catch (const TimedOut&) {
-      throw std::runtime_error(
-          fmt::format("TCP rendezvous at {}:{}: rank 0 was reached, but not every rank "
-                      "joined within {} s (rank 0 names the missing ones)",
-                      addr_, port_, seconds()));
-    }
-    if (frame.type == FrameType::Error) remote_failure(frame, 0);
-    if (frame.type != FrameType::Welcome)
-      throw std::runtime_error(
-          fmt::format("TCP rendezvous at {}:{}: rank 0 answered out of turn", addr_, port_));
   }
 
   int rank_;

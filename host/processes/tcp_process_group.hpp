@@ -13,6 +13,7 @@
 // did not answer; a rank that fails sends its message to rank 0, which passes it on to every other rank; a
 // rank that vanishes (killed, crashed) is reported as such by rank 0 to the others.
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -26,10 +27,19 @@ struct TcpRendezvous {
   int rank = 0;
   int world_size = 1;
   std::chrono::milliseconds timeout{300'000};  // for the rendezvous, and for each collective
+  // The run's secret (run_token.hpp): only a process that proves it holds the same token joins, and rank 0
+  // proves it back. Empty: anyone who reaches the port may join, which rank 0 says once.
+  std::string token;
+  // Where the rendezvous says what it did that is no failure (a connection dropped, a rank still retrying);
+  // standard error when empty.
+  std::function<void(const std::string&)> note;
 };
 
-// Returns once every rank has joined. Throws std::runtime_error (a port in use, an address that does not
-// resolve, a rank that never arrives, a WORLD_SIZE or rank that does not fit) or RemoteRankError.
+// Returns once every rank has joined. A connection that does not fit (another program, a wrong token, a
+// rank or WORLD_SIZE that does not fit, a rank already in, a silent peer) is dropped and noted, and the
+// rendezvous goes on; the process at the other end is told why when it speaks mnist-dp's protocol. Throws
+// std::runtime_error (a port in use, an address that does not resolve, a rank that never arrives by the
+// timeout, this process refused by rank 0) or RemoteRankError.
 std::unique_ptr<ProcessGroup> make_tcp_process_group(const TcpRendezvous& rendezvous);
 
 }  // namespace mnistdp

@@ -140,16 +140,31 @@ Socket listen_on(int port) {
   return listener;
 }
 
-Socket accept_connection(const Socket& listener) {
-  const int fd = ::accept(listener.fd(), nullptr, nullptr);
+Accepted accept_connection(const Socket& listener) {
+  sockaddr_storage peer{};
+  socklen_t length = sizeof peer;
+  const int fd = ::accept(listener.fd(), reinterpret_cast<sockaddr*>(&peer), &length);
+  Accepted accepted;
   if (fd >= 0) {
-    Socket s(fd);
-    configure(s);
-    return s;
+    accepted.socket = Socket(fd);
+    char host[NI_MAXHOST] = "?", service[NI_MAXSERV] = "?";
+    static_cast<void>(::getnameinfo(reinterpret_cast<const sockaddr*>(&peer), length, host, sizeof host,
+                                    service, sizeof service, NI_NUMERICHOST | NI_NUMERICSERV));
+    std::string address = host;
+    // An IPv4 peer of the IPv6 listener comes as ::ffff:a.b.c.d.
+    if (address.rfind("::ffff:", 0) == 0 && address.find('.') != std::string::npos) address.erase(0, 7);
+    accepted.from = address.find(':') == std::string::npos ? fmt::format("{}:{}", address, service)
+                                                           : fmt::format("[{}]:{}", address, service);
+    configure(accepted.socket);
+    return accepted;
+  }
+  if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+    accepted.error = errno;
+    return accepted;
   }
   if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED)
     throw std::runtime_error(fmt::format("TCP rendezvous: accept: {}", errno_text(errno)));
-  return Socket();
+  return accepted;
 }
 
 Socket try_connect(const std::string& addr, int port, std::string& why) {

@@ -80,9 +80,16 @@ void receive_all(const Socket& s, void* data, std::size_t bytes, const Deadline&
 // MASTER_PORT, when no address can take it.
 Socket listen_on(int port);
 
-// The next connection waiting on `listener`, configured like every socket of the group; an unopened Socket
-// when there was none after all (the peer gave up in between).
-Socket accept_connection(const Socket& listener);
+// What accept_connection took.
+struct Accepted {
+  Socket socket;     // unopened when there was none after all (the peer gave up in between), or on `error`
+  std::string from;  // the peer's address and port, as a message names them
+  int error = 0;     // the errno of a failure for want of resources (EMFILE, ENFILE, ENOBUFS, ENOMEM)
+};
+
+// The next connection waiting on `listener`, configured like every socket of the group. Throws
+// std::runtime_error on a failure that waiting cannot mend.
+Accepted accept_connection(const Socket& listener);
 
 // One attempt to connect to addr:port, trying each address the name resolves to, each for a few seconds.
 // An unopened Socket when none answered; `why` then says what the last one met.

@@ -43,12 +43,15 @@ launch() {
 rc() { cat "$work/$1.rc"; }
 
 # 1. Two and three ranks over TCP: rank 0's checkpoint is the single process's with as many replicas, to the
-#    bit (the sum is taken in the same order), over 50 steps with momentum and a short last batch.
+#    bit (the sum is taken in the same order), over 50 steps with momentum and a short last batch. The two
+#    ranks are admitted by a run token; the three, without one, are told that anyone could join.
 for world in 2 3; do
   "$bin" "${common[@]}" --batch-size 70 --momentum 0.9 --max-steps 50 --replicas $world \
     --save "$work/single$world.st" >"$work/single$world.out" 2>&1
+  if [ "$world" = 2 ]; then export MNISTDP_RUN_TOKEN=this-run-s-secret-0123456789; fi
   launch tcp$world $world "${common[@]}" --batch-size 70 --momentum 0.9 --max-steps 50 --check-replicas 10 \
     --save "$work/tcp$world.st"
+  unset MNISTDP_RUN_TOKEN
   check "TCP, $world ranks: every rank exits 0" \
     test "$(cat "$work"/tcp$world.*.rc | sort -u)" = 0
   check "TCP, $world ranks: the parameters of one process with $world replicas, to the bit" \
@@ -59,6 +62,9 @@ for world in 2 3; do
   check "TCP, $world ranks: rank 0 tells how the processes meet" \
     contains "$work/tcp$world.0.out" "processes: $world started by torchrun; TCP through rank 0"
 done
+check "TCP, a run token: no word of an open rendezvous" sh -c '! grep -qF "can join this run" "$0"' "$work/tcp2.0.err"
+check "TCP, no run token: rank 0 says anyone who reaches the port can join" \
+  contains "$work/tcp3.0.err" "no run token (MNISTDP_RUN_TOKEN): any process that can reach port"
 
 # 1a. Two ranks of two CPU replicas each: four replicas, numbered across the processes. The sum is
 #     (x0 + x1) + (x2 + x3) here and ((x0 + x1) + x2) + x3 in one process, so within rtol 1e-5 rather than
@@ -170,14 +176,29 @@ check "a killed rank: within seconds (took ${elapsed} s)" test "$elapsed" -lt 30
 # 4. Refusals at the start: a WORLD_SIZE that differs, settings that differ, a rank that never comes.
 port=$(free_port)
 RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 120 \
-  "$bin" "${common[@]}" --timeout 20 >/dev/null 2>"$work/ws.0.err" &
+  "$bin" "${common[@]}" --timeout 3 >/dev/null 2>"$work/ws.0.err" &
 RANK=1 WORLD_SIZE=3 LOCAL_RANK=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 120 \
-  "$bin" "${common[@]}" --timeout 20 >/dev/null 2>"$work/ws.1.err" &
+  "$bin" "${common[@]}" --timeout 3 >/dev/null 2>"$work/ws.1.err" &
 wait
-check "a WORLD_SIZE that differs: refused on rank 0" \
-  contains "$work/ws.0.err" "rank 1 was started with a world of 3 processes, rank 0 with 2"
-check "a WORLD_SIZE that differs: refused on rank 1" \
-  contains "$work/ws.1.err" "[rank 1] mnist-dp: error: rank 0 failed: rank 1 was started with a world of 3"
+check "a WORLD_SIZE that differs: rank 0 drops the connection, with its address and why" \
+  contains "$work/ws.0.err" "dropped a connection from 127.0.0.1:"
+check "a WORLD_SIZE that differs: rank 0 names it" \
+  contains "$work/ws.0.err" "it was started with a world of 3 processes, rank 0 with 2"
+check "a WORLD_SIZE that differs: rank 0 then names the rank that never joined" \
+  contains "$work/ws.0.err" "rank 1 of a world of 2 had not joined"
+check "a WORLD_SIZE that differs: rank 1 is told why" \
+  contains "$work/ws.1.err" "[rank 1] mnist-dp: error: TCP rendezvous at 127.0.0.1:$port: rank 0 refused this process (rank 1): it was started with a world of 3"
+
+port=$(free_port)
+MNISTDP_RUN_TOKEN=the-run-s-own-secret-0123 RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 \
+  MASTER_PORT=$port timeout 120 "$bin" "${common[@]}" --timeout 3 >/dev/null 2>"$work/token.0.err" &
+MNISTDP_RUN_TOKEN=another-run-s-secret-0123 RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 MASTER_ADDR=127.0.0.1 \
+  MASTER_PORT=$port timeout 120 "$bin" "${common[@]}" --timeout 3 >/dev/null 2>"$work/token.1.err" &
+wait
+check "a run token that differs: rank 1 is refused" \
+  contains "$work/token.1.err" "rank 0 refused this process (rank 1): its run token is not rank 0's"
+check "a run token that differs: rank 0 drops it and goes on waiting" \
+  contains "$work/token.0.err" "rank 1 of a world of 2 had not joined"
 
 port=$(free_port)
 RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 120 \
