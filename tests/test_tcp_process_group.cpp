@@ -264,7 +264,9 @@ TEST_CASE("TCP: settings that differ on one rank are refused on every rank", "[t
         "rank 1 and rank 0 differ in --lr: rank 1 has 0.1, rank 0 has 0.01; every rank must be started with "
         "the same options and data");
   for (int r : {0, 2})
-    CHECK(contains(outcomes[static_cast<std::size_t>(r)].error, "the ranks differ in the run's settings"));
+    CHECK(outcomes[static_cast<std::size_t>(r)].error ==
+          "rank 1 differs from rank 0 in --lr (rank 0 has 0.01; rank 1 says what it has); every rank must be "
+          "started with the same options and data");
 }
 
 TEST_CASE("TCP: a rank that fails stops every other rank with its message", "[tcp]") {

@@ -79,8 +79,15 @@ void print_placement(const Placement& placement, const std::vector<std::unique_p
 
 // The settings that must be the same on every rank for the ranks to train one model together, as each rank
 // was started with them (a resumed run's saved settings are rank 0's alone, and reach the others afterwards).
-std::vector<Setting> run_settings(const TrainConfig& t, const DataSplits& data, int local_replicas,
-                                  bool gpu) {
+// The files only rank 0 reads or writes (--resume, --init-from, --save, --metrics, --trace) count by whether
+// they are given: their paths may differ (a checkpoint need only be on rank 0's node), but a rank given one
+// that rank 0 was not, or not given one that rank 0 was, is a rank whose user expected something else to be
+// read or written.
+std::vector<Setting> run_settings(const TrainOptions& o, const TrainConfig& t, const DataSplits& data,
+                                  int local_replicas, bool gpu) {
+  const auto file = [](const std::optional<std::filesystem::path>& path) {
+    return path ? std::string("a file") : std::string("none");
+  };
   return {
       {"the data", fmt::format("{:016x} ({} training images)", fingerprint(data.train), data.train.count)},
       {"the replicas per process", fmt::format("{} on the {}", local_replicas, gpu ? "GPU" : "CPU")},
@@ -93,7 +100,15 @@ std::vector<Setting> run_settings(const TrainConfig& t, const DataSplits& data, 
       {"--nesterov", t.sgd.nesterov ? "on" : "off"},
       {"--seed", fmt::format("{}", t.seed)},
       {"--max-steps", fmt::format("{}", t.max_steps)},
-      {"--check-replicas", fmt::format("{}", t.check_replicas)}};
+      {"--check-replicas", fmt::format("{}", t.check_replicas)},
+      {"--device", o.device},
+      {"--gemm", o.gemm},
+      {"--tf32", o.tf32 ? "on" : "off"},
+      {"--resume", file(o.resume)},
+      {"--init-from", file(o.init_from)},
+      {"--save", file(o.save)},
+      {"--metrics", file(o.metrics)},
+      {"--trace", file(o.trace)}};
 }
 
 // A float setting as the user wrote it: the shortest decimal that reads back to the same float (0.01, not
@@ -489,7 +504,7 @@ int run_train(const TrainOptions& o, const LaunchInfo& launch, ProcessGroup* gro
   }
   const Placement placement = choose_placement(o, launch);
   const DataSplits data = load_data(o, root);
-  if (group) require_same_on_all_ranks(*group, run_settings(t, data, placement.replicas, placement.gpu));
+  if (group) require_same_on_all_ranks(*group, run_settings(o, t, data, placement.replicas, placement.gpu));
   StartState start = root ? start_state(o, t, data) : StartState{};
   if (group) start = share_start_state(*group, std::move(start), t);
   t.start_step = start.step;

@@ -16,6 +16,23 @@ std::string broadcast_string(ProcessGroup& group, const std::string& text) {
   return result;
 }
 
+namespace {
+
+// The settings as rank 0 wrote them, one "name\tvalue\n" line each.
+std::vector<Setting> parse_settings(const std::string& text) {
+  std::vector<Setting> settings;
+  for (std::size_t start = 0; start < text.size();) {
+    const std::size_t tab = text.find('\t', start);
+    const std::size_t end = text.find('\n', start);
+    if (tab == std::string::npos || end == std::string::npos || tab > end) break;
+    settings.push_back({text.substr(start, tab - start), text.substr(tab + 1, end - tab - 1)});
+    start = end + 1;
+  }
+  return settings;
+}
+
+}  // namespace
+
 void require_same_on_all_ranks(ProcessGroup& group, const std::vector<Setting>& settings) {
   // One line per setting, so that a rank that differs can name the first setting it differs in.
   std::string mine;
@@ -24,31 +41,50 @@ void require_same_on_all_ranks(ProcessGroup& group, const std::vector<Setting>& 
   const std::string root = broadcast_string(group, mine);
   const bool differs = root != mine;
   if (!group.any(differs)) return;
-  if (differs) {
-    std::vector<Setting> roots;
-    for (std::size_t start = 0; start < root.size();) {
-      const std::size_t tab = root.find('\t', start);
-      const std::size_t end = root.find('\n', start);
-      if (tab == std::string::npos || end == std::string::npos || tab > end) break;
-      roots.push_back({root.substr(start, tab - start), root.substr(tab + 1, end - tab - 1)});
-      start = end + 1;
+  const std::vector<Setting> roots = parse_settings(root);
+  // Where this rank first differs: a setting's index, settings.size() for a different number of settings.
+  std::size_t first = settings.size();
+  for (std::size_t i = 0; differs && i < settings.size(); ++i) {
+    if (i >= roots.size() || roots[i].name != settings[i].name || roots[i].value != settings[i].value) {
+      first = i;
+      break;
     }
-    for (std::size_t i = 0; i < settings.size(); ++i) {
-      const std::string theirs = i < roots.size() && roots[i].name == settings[i].name ? roots[i].value : "?";
-      if (theirs != settings[i].value)
-        throw std::runtime_error(
-            fmt::format("rank {} and rank 0 differ in {}: rank {} has {}, rank 0 has {}; every rank must be "
-                        "started with the same options and data",
-                        group.rank(), settings[i].name, group.rank(), settings[i].value, theirs));
+  }
+  // Every rank learns where each rank first differs (0: it does not; i + 1: at setting i), so that rank 0
+  // and the ranks that agree with it name the setting too. Whole numbers this small add exactly as floats.
+  std::vector<float> where(static_cast<std::size_t>(group.size()), 0.0f);
+  if (differs) where[static_cast<std::size_t>(group.rank())] = static_cast<float>(first + 1);
+  group.all_reduce_sum(where);
+  if (differs) {
+    if (first < settings.size()) {
+      const std::string theirs =
+          first < roots.size() && roots[first].name == settings[first].name ? roots[first].value : "?";
+      throw std::runtime_error(
+          fmt::format("rank {} and rank 0 differ in {}: rank {} has {}, rank 0 has {}; every rank must be "
+                      "started with the same options and data",
+                      group.rank(), settings[first].name, group.rank(), settings[first].value, theirs));
     }
     throw std::runtime_error(
         fmt::format("rank {} and rank 0 differ in the number of settings ({} and {}); every rank must be "
                     "started with the same options and data (and the same mnist-dp)",
                     group.rank(), settings.size(), roots.size()));
   }
-  throw std::runtime_error(
-      "the ranks differ in the run's settings (the ranks that differ from rank 0 name the setting); every "
-      "rank must be started with the same options and data");
+  int first_rank = -1, ranks = 0;
+  for (std::size_t r = 0; r < where.size(); ++r) {
+    if (where[r] == 0.0f) continue;
+    if (first_rank < 0) first_rank = static_cast<int>(r);
+    ++ranks;
+  }
+  const auto index = static_cast<std::size_t>(where[static_cast<std::size_t>(first_rank)]) - 1;
+  const std::string what = index < roots.size()
+                               ? fmt::format("{} (rank 0 has {}; rank {} says what it has)",
+                                             roots[index].name, roots[index].value, first_rank)
+                               : std::string("the number of settings");
+  throw std::runtime_error(fmt::format(
+      "rank {} differs from rank 0 in {}{}; every rank must be started with the same options and data",
+      first_rank, what,
+      ranks > 1 ? fmt::format(", and {} more rank{} differ", ranks - 1, ranks > 2 ? "s" : "")
+                : std::string()));
 }
 
 }  // namespace mnistdp

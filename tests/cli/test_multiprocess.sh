@@ -208,7 +208,25 @@ RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout
 wait
 check "settings that differ: the rank that differs names the setting" \
   contains "$work/lr.1.err" "rank 1 and rank 0 differ in --lr: rank 1 has 0.1, rank 0 has 0.01;"
-check "settings that differ: rank 0 refuses too" contains "$work/lr.0.err" "the ranks differ in the run's settings"
+check "settings that differ: rank 0 names the setting too" \
+  contains "$work/lr.0.err" "rank 1 differs from rank 0 in --lr (rank 0 has 0.01; rank 1 says what it has)"
+
+# Files that only rank 0 reads or writes, given to some ranks only: refused, nothing written.
+port=$(free_port)
+RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 120 \
+  "$bin" "${common[@]}" --save "$work/r.st" >/dev/null 2>"$work/files.0.err" &
+pid0=$!
+RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 120 \
+  "$bin" "${common[@]}" --resume "$work/r.st" --save "$work/r.st" >/dev/null 2>"$work/files.1.err" &
+pid1=$!
+wait "$pid0"; rc0=$?
+wait "$pid1"; rc1=$?
+check "--resume on rank 1 alone: both ranks exit 1 (got $rc0 and $rc1)" test "$rc0:$rc1" = 1:1
+check "--resume on rank 1 alone: named, with both values" \
+  contains "$work/files.1.err" "rank 1 and rank 0 differ in --resume: rank 1 has a file, rank 0 has none"
+check "--resume on rank 1 alone: rank 0 names it too" \
+  contains "$work/files.0.err" "rank 1 differs from rank 0 in --resume (rank 0 has none; rank 1 says what it has)"
+check "--resume on rank 1 alone: rank 0 writes nothing" test ! -e "$work/r.st"
 
 # A rank 0 that cannot write its --save (found before the first step): every rank stops with its message, which
 # says "error" once.
