@@ -627,7 +627,8 @@ TEST_CASE("TCP rendezvous: a rank 0 that cannot prove the run token is not trust
   // Another program holds MASTER_PORT and plays rank 0: it challenges and welcomes, but knows no token.
   const int port = free_port();
   std::thread impostor([port] {
-    const tcp::Socket listener = tcp::listen_on(port);
+    std::string where;
+    const tcp::Socket listener = tcp::listen_on(port, "127.0.0.1", where);
     tcp::Accepted a;
     for (int i = 0; i < 500 && !a.socket.open(); ++i) {
       std::this_thread::sleep_for(10ms);
@@ -654,6 +655,30 @@ TEST_CASE("TCP rendezvous: a rank 0 that cannot prove the run token is not trust
         "TCP rendezvous at 127.0.0.1:" + std::to_string(port) +
             ": what answers as rank 0 does not prove this run's token: another program, or a run with "
             "another MNISTDP_RUN_TOKEN, holds MASTER_PORT");
+}
+
+TEST_CASE("TCP rendezvous: rank 0 listens on MASTER_ADDR's interface, or on every one when told",
+          "[tcp][security]") {
+  std::string note, why;
+  SECTION("MASTER_ADDR 127.0.0.1: 127.0.0.2, another address of this machine, is not listened on") {
+    const int port = free_port();
+    const tcp::Socket listener = tcp::listen_on(port, "127.0.0.1", note);
+    CHECK(note.empty());
+    CHECK(tcp::try_connect("127.0.0.1", port, why).open());
+    CHECK_FALSE(tcp::try_connect("127.0.0.2", port, why).open());
+  }
+  SECTION("every interface (--listen-all)") {
+    const int port = free_port();
+    const tcp::Socket listener = tcp::listen_on(port, "", note);
+    CHECK(note.empty());
+    CHECK(tcp::try_connect("127.0.0.2", port, why).open());
+  }
+  SECTION("a MASTER_ADDR that is no address of this machine: every interface, and why") {
+    const int port = free_port();
+    const tcp::Socket listener = tcp::listen_on(port, "192.0.2.1", note);  // TEST-NET-1, never assigned
+    CHECK(note == "MASTER_ADDR 192.0.2.1 is no address of this machine: rank 0 listens on every interface");
+    CHECK(tcp::try_connect("127.0.0.2", port, why).open());
+  }
 }
 
 TEST_CASE("TCP rendezvous: missing ranks are named as ranges", "[tcp]") {

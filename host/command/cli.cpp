@@ -206,6 +206,10 @@ void add_train_options(CLI::App& train, TrainOptions& o) {
           "it gives up with an error")
       ->check(real_number(0.1, 86400, "86400"))
       ->capture_default_str();
+  train.add_flag(
+      "--listen-all", o.listen_all,
+      "Multi-process runs under torchrun or srun: rank 0 listens for the others on every interface, "
+      "not only on MASTER_ADDR's");
 }
 
 void add_eval_options(CLI::App& eval, EvalOptions& o) {

@@ -41,6 +41,7 @@ struct TrainOptions {
   std::optional<std::filesystem::path> init_from;  // start from these parameters (also PyTorch's safetensors)
   std::string launcher =
       "auto";  // how the processes of a multi-process run find each other (host/processes/launch.hpp)
+  bool listen_all = false;  // rank 0 of a TCP rendezvous listens on every interface, not MASTER_ADDR's alone
   double timeout_seconds = 300;  // how long a rank waits for the others before it gives up
 
   // The options given on the command line ("--lr"), as against those left at their defaults: a resumed run

@@ -429,6 +429,7 @@ std::unique_ptr<ProcessGroup> join_process_group(const LaunchInfo& launch, const
   r.world_size = launch.world_size;
   r.timeout = rank_timeout(o);
   r.token = launch.run_token;
+  r.listen_on_all = o.listen_all;
   return make_tcp_process_group(r);
 }
 

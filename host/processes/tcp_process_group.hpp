@@ -22,11 +22,12 @@
 namespace mnistdp {
 
 struct TcpRendezvous {
-  std::string master_addr;  // where rank 0 listens (it listens on every interface, at master_port)
+  std::string master_addr;  // where rank 0 listens, at master_port (tcp::listen_on)
   int master_port = 0;
   int rank = 0;
   int world_size = 1;
   std::chrono::milliseconds timeout{300'000};  // for the rendezvous, and for each collective
+  bool listen_on_all = false;  // rank 0 listens on every interface, not on master_addr's alone
   // The run's secret (run_token.hpp): only a process that proves it holds the same token joins, and rank 0
   // proves it back. Empty: anyone who reaches the port may join, which rank 0 says once.
   std::string token;

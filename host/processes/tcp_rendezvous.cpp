@@ -68,7 +68,10 @@ class Admission {
   void run() {
     peers_.resize(static_cast<std::size_t>(r_.world_size));
     reserve_descriptors();
-    const Socket listener = listen_on(r_.master_port);
+    std::string where_note;
+    const Socket listener =
+        listen_on(r_.master_port, r_.listen_on_all ? std::string() : r_.master_addr, where_note);
+    if (!where_note.empty()) note(r_, "TCP rendezvous: " + where_note);
     if (r_.token.empty())
       note(r_,
            fmt::format("TCP rendezvous: no run token (MNISTDP_RUN_TOKEN): any process that can reach port {} "

@@ -1,5 +1,6 @@
 #include "host/processes/tcp_socket.hpp"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <netdb.h>
@@ -11,6 +12,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <stdexcept>
 
 namespace mnistdp::tcp {
@@ -91,51 +93,130 @@ void receive_all(const Socket& s, void* data, std::size_t bytes, const Deadline&
   }
 }
 
-Socket listen_on(int port) {
-  // Every interface, as torch's TCPStore does: MASTER_ADDR is how the other ranks find this one, and a
-  // name that resolves to a loopback address here (Debian's 127.0.1.1 for the host's own name) would
-  // otherwise shut them out.
+namespace {
+
+// Binds and listens on `a`: 0, or the errno of the failure.
+int bind_and_listen(const addrinfo* a, Socket& listener) {
+  Socket s(::socket(a->ai_family, a->ai_socktype, a->ai_protocol));
+  if (!s.open()) return errno;
+  const int one = 1, zero = 0;
+  // Both best effort: without the first, a port in TIME_WAIT from the last run is refused as in use; without
+  // the second, an IPv6 socket of every interface takes no IPv4 connection and the IPv4 address is tried
+  // next.
+  static_cast<void>(::setsockopt(s.fd(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one));
+  if (a->ai_family == AF_INET6)
+    static_cast<void>(::setsockopt(s.fd(), IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero));
+  if (::bind(s.fd(), a->ai_addr, a->ai_addrlen) != 0 || ::listen(s.fd(), SOMAXCONN) != 0) return errno;
+  listener = std::move(s);
+  return 0;
+}
+
+std::string bind_failure(int error) {
+  return error == EADDRINUSE
+             ? "the port is in use (by another run, or another program); pick another MASTER_PORT"
+             : errno_text(error);
+}
+
+bool is_loopback(const sockaddr* address) {
+  if (address->sa_family == AF_INET)
+    return (ntohl(reinterpret_cast<const sockaddr_in*>(address)->sin_addr.s_addr) >> 24) == 127;
+  if (address->sa_family == AF_INET6) {
+    const in6_addr& a6 = reinterpret_cast<const sockaddr_in6*>(address)->sin6_addr;
+    return IN6_IS_ADDR_LOOPBACK(&a6) || (IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127);
+  }
+  return false;
+}
+
+// The name says loopback itself: "localhost", or a loopback address written out.
+bool names_loopback(const std::string& addr) {
+  if (addr == "localhost") return true;
+  in_addr v4{};
+  in6_addr v6{};
+  if (::inet_pton(AF_INET, addr.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  return ::inet_pton(AF_INET6, addr.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
+}
+
+using AddressList = std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)>;
+
+AddressList resolve(const char* host, int port, bool passive, std::string& why) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE;
+  hints.ai_flags = passive ? AI_PASSIVE : 0;
   addrinfo* found = nullptr;
   const std::string port_text = std::to_string(port);
-  if (const int rc = ::getaddrinfo(nullptr, port_text.c_str(), &hints, &found); rc != 0)
-    throw std::runtime_error(fmt::format("TCP rendezvous: port {}: {}", port, ::gai_strerror(rc)));
+  if (const int rc = ::getaddrinfo(host, port_text.c_str(), &hints, &found); rc != 0) {
+    why = ::gai_strerror(rc);
+    return {nullptr, ::freeaddrinfo};
+  }
+  return {found, ::freeaddrinfo};
+}
+
+// Every interface, as torch's TCPStore does. IPv6 first when there is one: with IPV6_V6ONLY off it takes
+// IPv4 connections too.
+Socket listen_on_every_interface(int port) {
   std::string why = "no address to listen on";
-  Socket listener;
-  // IPv6 first when there is one: with IPV6_V6ONLY off it takes IPv4 connections too.
-  std::vector<addrinfo*> candidates;
-  for (addrinfo* a = found; a; a = a->ai_next)
+  const AddressList found = resolve(nullptr, port, true, why);
+  if (!found) throw std::runtime_error(fmt::format("TCP rendezvous: port {}: {}", port, why));
+  std::vector<const addrinfo*> candidates;
+  for (const addrinfo* a = found.get(); a; a = a->ai_next)
     candidates.push_back(a);
   std::stable_sort(candidates.begin(), candidates.end(), [](const addrinfo* x, const addrinfo* y) {
     return x->ai_family == AF_INET6 && y->ai_family != AF_INET6;
   });
-  for (addrinfo* a : candidates) {
-    Socket s(::socket(a->ai_family, a->ai_socktype, a->ai_protocol));
-    if (!s.open()) {
-      why = errno_text(errno);
-      continue;
-    }
-    const int one = 1, zero = 0;
-    // Both best effort: without the first, a port in TIME_WAIT from the last run is refused as in use;
-    // without the second, an IPv6 socket takes no IPv4 connection and the IPv4 address is tried next.
-    static_cast<void>(::setsockopt(s.fd(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one));
-    if (a->ai_family == AF_INET6)
-      static_cast<void>(::setsockopt(s.fd(), IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero));
-    if (::bind(s.fd(), a->ai_addr, a->ai_addrlen) == 0 && ::listen(s.fd(), SOMAXCONN) == 0) {
-      listener = std::move(s);
-      break;
-    }
-    why = errno == EADDRINUSE ? "the port is in use (by another run, or another program); pick another "
-                                "MASTER_PORT"
-                              : errno_text(errno);
+  Socket listener;
+  for (const addrinfo* a : candidates) {
+    const int error = bind_and_listen(a, listener);
+    if (error == 0) break;
+    why = bind_failure(error);
   }
-  ::freeaddrinfo(found);
   if (!listener.open())
     throw std::runtime_error(
         fmt::format("TCP rendezvous: rank 0 cannot listen on port {} (MASTER_PORT): {}", port, why));
+  return listener;
+}
+
+}  // namespace
+
+Socket listen_on(int port, const std::string& addr, std::string& note) {
+  note.clear();
+  Socket listener;
+  if (!addr.empty()) {
+    std::string why;
+    const AddressList found = resolve(addr.c_str(), port, false, why);
+    if (!found) {
+      note = fmt::format("MASTER_ADDR {} does not resolve here ({}): rank 0 listens on every interface", addr,
+                         why);
+    } else {
+      const bool loopback_wanted = names_loopback(addr);
+      std::string loopback_seen;
+      for (const addrinfo* a = found.get(); a && !listener.open(); a = a->ai_next) {
+        if (is_loopback(a->ai_addr) && !loopback_wanted) {
+          char host[NI_MAXHOST] = "?";
+          static_cast<void>(
+              ::getnameinfo(a->ai_addr, a->ai_addrlen, host, sizeof host, nullptr, 0, NI_NUMERICHOST));
+          loopback_seen = host;
+          continue;
+        }
+        // EADDRNOTAVAIL: no interface here has that address; another failure names the port.
+        const int error = bind_and_listen(a, listener);
+        if (error != 0 && error != EADDRNOTAVAIL)
+          throw std::runtime_error(
+              fmt::format("TCP rendezvous: rank 0 cannot listen on port {} (MASTER_PORT): {}", port,
+                          bind_failure(error)));
+      }
+      if (!listener.open())
+        note =
+            loopback_seen.empty()
+                ? fmt::format(
+                      "MASTER_ADDR {} is no address of this machine: rank 0 listens on every interface", addr)
+                : fmt::format(
+                      "MASTER_ADDR {} resolves here to {}, which other machines cannot reach: rank 0 "
+                      "listens on every interface",
+                      addr, loopback_seen);
+    }
+  }
+  if (!listener.open()) listener = listen_on_every_interface(port);
   set_non_blocking(listener);
   return listener;
 }

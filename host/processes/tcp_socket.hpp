@@ -76,9 +76,12 @@ struct TimedOut {};
 void send_all(const Socket& s, const void* data, std::size_t bytes, const Deadline& deadline);
 void receive_all(const Socket& s, void* data, std::size_t bytes, const Deadline& deadline);
 
-// A non-blocking socket listening on `port` of every interface. Throws std::runtime_error, naming
-// MASTER_PORT, when no address can take it.
-Socket listen_on(int port);
+// A non-blocking socket listening on `port`: of every interface when `addr` is empty, else of the interface
+// that has `addr`. An `addr` that is no address of this machine (a name other machines resolve otherwise, a
+// cluster's service address), or a name that resolves here to a loopback address other machines cannot reach
+// (Debian's 127.0.1.1 for the machine's own name), is listened for on every interface, and `note` then says
+// why; it is empty otherwise. Throws std::runtime_error, naming MASTER_PORT, when no address can take it.
+Socket listen_on(int port, const std::string& addr, std::string& note);
 
 // What accept_connection took.
 struct Accepted {
