@@ -1,15 +1,20 @@
 // The TCP process group (host/processes/tcp_process_group.hpp), its ranks on threads of one process: the
 // collectives, the sum's order, and every way a rendezvous or a run can fail, each within its timeout and
 // with its reason.
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <catch2/catch.hpp>
 
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -23,6 +28,7 @@
 #include "host/processes/tcp_frame.hpp"
 #include "host/processes/tcp_process_group.hpp"
 #include "host/processes/tcp_rendezvous.hpp"
+#include "tests/temp_dir.hpp"
 
 using namespace mnistdp;
 using namespace std::chrono_literals;
@@ -621,6 +627,84 @@ TEST_CASE("TCP rendezvous: 400 silent connections do not end rank 0, and the rea
   CAPTURE(notes.all());
   CHECK(notes.has("more than 64 connections had not said hello; the oldest went"));
   CHECK(notes.has("connections dropped in all"));
+}
+
+TEST_CASE("TCP rendezvous: rank 0 out of file descriptors drops its oldest connection and goes on",
+          "[tcp][security]") {
+  // Rank 0 runs in a child process whose descriptors a stranger of its own has used up, so that its accept
+  // fails with EMFILE; the real rank 1 runs here, with descriptors to spare.
+  const int port = free_port();
+  const test::TempDir dir;
+  const std::string report = (dir / "rank0").string();
+  int ready[2];  // the child writes a byte here once rank 0 has no descriptor left
+  REQUIRE(::pipe(ready) == 0);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::close(ready[0]);
+    std::string outcome = "joined";
+    Notes notes;
+    {
+      const rlimit limit{256,
+                         256};  // above what rank 0 reserves for a world of 2, below what the stranger takes
+      if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) std::_Exit(3);
+      std::thread rank_0([&] {
+        try {
+          TcpRendezvous r = rendezvous(port, 0, 2, 20s);
+          r.note = [&notes](const std::string& line) { notes.add(line); };
+          make_tcp_process_group(r);
+        } catch (const std::exception& e) {
+          outcome = e.what();
+        }
+      });
+      // Three silent connections, each accepted (its challenge read), then every descriptor left: rank 0 has
+      // none for the next connection.
+      std::vector<tcp::Socket> held;
+      std::string why;
+      while (held.size() < 3) {
+        if (tcp::Socket s = tcp::try_connect("127.0.0.1", port, why); s.open()) {
+          static_cast<void>(tcp::receive_frame(s, tcp::Deadline(10s), 1024));
+          held.push_back(std::move(s));
+        } else {
+          std::this_thread::sleep_for(10ms);
+        }
+      }
+      std::vector<int> files;
+      for (int fd; (fd = ::open("/dev/null", O_RDONLY)) >= 0;)
+        files.push_back(fd);
+      const char byte = 1;
+      if (::write(ready[1], &byte, 1) != 1) std::_Exit(4);
+      rank_0.join();
+      for (int fd : files)
+        ::close(fd);
+    }
+    std::ofstream(report) << outcome << "\n" << notes.all();
+    std::_Exit(0);
+  }
+  ::close(ready[1]);  // so that the read below ends if the child does
+  char byte = 0;
+  const bool child_ready = ::read(ready[0], &byte, 1) == 1;
+  ::close(ready[0]);
+  REQUIRE(child_ready);
+  std::string error;
+  try {
+    make_tcp_process_group(rendezvous(port, 1, 2, 20s));
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  std::ifstream in(report);
+  const std::string rank_0((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CAPTURE(rank_0);
+  CHECK(error.empty());
+  CHECK(rank_0.rfind("joined\n", 0) == 0);
+  CHECK(contains(rank_0,
+                 "TCP rendezvous: accept: Too many open files: the oldest connections that have not said "
+                 "hello are dropped to make room"));
+  CHECK(contains(rank_0, ": rank 0 ran out of file descriptors"));
 }
 
 TEST_CASE("TCP rendezvous: a rank 0 that cannot prove the run token is not trusted", "[tcp][security]") {
