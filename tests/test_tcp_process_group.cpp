@@ -269,10 +269,34 @@ TEST_CASE("TCP: settings that differ on one rank are refused on every rank", "[t
   CHECK(outcomes[1].error ==
         "rank 1 and rank 0 differ in --lr: rank 1 has 0.1, rank 0 has 0.01; every rank must be started with "
         "the same options and data");
+  // Every rank names the same setting and both values.
   for (int r : {0, 2})
-    CHECK(outcomes[static_cast<std::size_t>(r)].error ==
-          "rank 1 differs from rank 0 in --lr (rank 0 has 0.01; rank 1 says what it has); every rank must be "
-          "started with the same options and data");
+    CHECK(outcomes[static_cast<std::size_t>(r)].error == outcomes[1].error);
+}
+
+TEST_CASE("TCP: settings that differ on several ranks, or in number, are named alike on every rank",
+          "[tcp]") {
+  SECTION("two ranks differ: the lower one's first setting is named, and the count of the others") {
+    const auto outcomes = run_ranks(4, all_ranks(4), free_port(), 30s, [](ProcessGroup& g) {
+      require_same_on_all_ranks(
+          g, {{"--lr", g.rank() == 1 ? "0.1" : "0.01"}, {"--epochs", g.rank() == 3 ? "2" : "5"}});
+    });
+    for (const Outcome& o : outcomes)
+      CHECK(o.error ==
+            "rank 1 (and 1 more rank) and rank 0 differ in --lr: rank 1 has 0.1, rank 0 has 0.01; every rank "
+            "must be started with the same options and data");
+  }
+  SECTION("a rank with a setting rank 0 does not have") {
+    const auto outcomes = run_ranks(2, all_ranks(2), free_port(), 30s, [](ProcessGroup& g) {
+      std::vector<Setting> settings{{"--lr", "0.01"}};
+      if (g.rank() == 1) settings.push_back({"--new-option", "1"});
+      require_same_on_all_ranks(g, settings);
+    });
+    for (const Outcome& o : outcomes)
+      CHECK(o.error ==
+            "rank 1 and rank 0 differ in their settings' number or names (rank 0 has 1); every rank must be "
+            "started with the same options and data (and the same mnist-dp)");
+  }
 }
 
 TEST_CASE("TCP: a rank that fails stops every other rank with its message", "[tcp]") {

@@ -50,25 +50,12 @@ void require_same_on_all_ranks(ProcessGroup& group, const std::vector<Setting>& 
       break;
     }
   }
-  // Every rank learns where each rank first differs (0: it does not; i + 1: at setting i), so that rank 0
-  // and the ranks that agree with it name the setting too. Whole numbers this small add exactly as floats.
+  // Every rank learns where each rank first differs (0: it does not; i + 1: at setting i), and then the value
+  // the lowest of them has there, so that every rank's message names the same setting and both values. Whole
+  // numbers this small (indices, bytes) add exactly as floats.
   std::vector<float> where(static_cast<std::size_t>(group.size()), 0.0f);
   if (differs) where[static_cast<std::size_t>(group.rank())] = static_cast<float>(first + 1);
   group.all_reduce_sum(where);
-  if (differs) {
-    if (first < settings.size()) {
-      const std::string theirs =
-          first < roots.size() && roots[first].name == settings[first].name ? roots[first].value : "?";
-      throw std::runtime_error(
-          fmt::format("rank {} and rank 0 differ in {}: rank {} has {}, rank 0 has {}; every rank must be "
-                      "started with the same options and data",
-                      group.rank(), settings[first].name, group.rank(), settings[first].value, theirs));
-    }
-    throw std::runtime_error(
-        fmt::format("rank {} and rank 0 differ in the number of settings ({} and {}); every rank must be "
-                    "started with the same options and data (and the same mnist-dp)",
-                    group.rank(), settings.size(), roots.size()));
-  }
   int first_rank = -1, ranks = 0;
   for (std::size_t r = 0; r < where.size(); ++r) {
     if (where[r] == 0.0f) continue;
@@ -76,15 +63,33 @@ void require_same_on_all_ranks(ProcessGroup& group, const std::vector<Setting>& 
     ++ranks;
   }
   const auto index = static_cast<std::size_t>(where[static_cast<std::size_t>(first_rank)]) - 1;
-  const std::string what = index < roots.size()
-                               ? fmt::format("{} (rank 0 has {}; rank {} says what it has)",
-                                             roots[index].name, roots[index].value, first_rank)
-                               : std::string("the number of settings");
+  constexpr std::size_t kLongestValue = 512;
+  // [0]: 0 when that rank has no setting of rank 0's name there, else 1 + the value's length; then its bytes.
+  std::vector<float> value(kLongestValue + 1, 0.0f);
+  if (group.rank() == first_rank && index < settings.size() && index < roots.size() &&
+      settings[index].name == roots[index].name) {
+    const std::string& v = settings[index].value;
+    const std::size_t n = std::min(v.size(), kLongestValue);
+    value[0] = static_cast<float>(n + 1);
+    for (std::size_t i = 0; i < n; ++i)
+      value[i + 1] = static_cast<float>(static_cast<unsigned char>(v[i]));
+  }
+  group.all_reduce_sum(value);
+  const bool named = value[0] > 0.0f;
+  std::string theirs(named ? static_cast<std::size_t>(value[0]) - 1 : 0, '\0');
+  for (std::size_t i = 0; i < theirs.size(); ++i)
+    theirs[i] = static_cast<char>(static_cast<unsigned char>(value[i + 1]));
+  const std::string others =
+      ranks > 1 ? fmt::format(" (and {} more rank{})", ranks - 1, ranks > 2 ? "s" : "") : std::string();
+  if (!named)
+    throw std::runtime_error(fmt::format(
+        "rank {}{} and rank 0 differ in their settings' number or names (rank 0 has {}); every rank "
+        "must be started with the same options and data (and the same mnist-dp)",
+        first_rank, others, roots.size()));
   throw std::runtime_error(fmt::format(
-      "rank {} differs from rank 0 in {}{}; every rank must be started with the same options and data",
-      first_rank, what,
-      ranks > 1 ? fmt::format(", and {} more rank{} differ", ranks - 1, ranks > 2 ? "s" : "")
-                : std::string()));
+      "rank {}{} and rank 0 differ in {}: rank {} has {}, rank 0 has {}; every rank must be started with the "
+      "same options and data",
+      first_rank, others, roots[index].name, first_rank, theirs, roots[index].value));
 }
 
 }  // namespace mnistdp

@@ -209,7 +209,7 @@ wait
 check "settings that differ: the rank that differs names the setting" \
   contains "$work/lr.1.err" "rank 1 and rank 0 differ in --lr: rank 1 has 0.1, rank 0 has 0.01;"
 check "settings that differ: rank 0 names the setting too" \
-  contains "$work/lr.0.err" "rank 1 differs from rank 0 in --lr (rank 0 has 0.01; rank 1 says what it has)"
+  contains "$work/lr.0.err" "rank 1 and rank 0 differ in --lr: rank 1 has 0.1, rank 0 has 0.01;"
 
 # Files that only rank 0 reads or writes, given to some ranks only: refused, nothing written.
 port=$(free_port)
@@ -225,7 +225,7 @@ check "--resume on rank 1 alone: both ranks exit 1 (got $rc0 and $rc1)" test "$r
 check "--resume on rank 1 alone: named, with both values" \
   contains "$work/files.1.err" "rank 1 and rank 0 differ in --resume: rank 1 has a file, rank 0 has none"
 check "--resume on rank 1 alone: rank 0 names it too" \
-  contains "$work/files.0.err" "rank 1 differs from rank 0 in --resume (rank 0 has none; rank 1 says what it has)"
+  contains "$work/files.0.err" "rank 1 and rank 0 differ in --resume: rank 1 has a file, rank 0 has none"
 check "--resume on rank 1 alone: rank 0 writes nothing" test ! -e "$work/r.st"
 
 # A rank 0 that cannot write its --save (found before the first step): every rank stops with its message, which
