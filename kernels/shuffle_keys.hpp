@@ -1,6 +1,6 @@
 #pragma once
 // The keys that put an epoch's training rows in order, the same on the host (host/model/init.cpp, sorted with
-// std::sort) and on a device (kernels/epoch_order.cu, sorted by Thrust): the epoch's permutation is the rows
+// std::sort) and on a device (kernels/thrust_ops.cu, sorted by Thrust): the epoch's permutation is the rows
 // sorted by their keys. No CUDA in this header, so that CPU code and tests include it too.
 #include <bit>
 #include <cstdint>
