@@ -590,7 +590,7 @@ int run_train(const TrainOptions& o, const LaunchInfo& launch, ProcessGroup* gro
                     steps_words(t.start_step, t.start_step + traced - 1, steps_per_epoch), o.trace->string());
   }
   // Every rank waits here until rank 0 has written its files: a failure there still reaches them all.
-  if (group) group->any(false);
+  if (group) group->barrier();
 
   if (signals.requested()) {
     const int sig = signals.signal();

@@ -45,6 +45,8 @@ class ProcessGroup {
   virtual bool any(bool flag) = 0;
   // bytes: [n], the same n on every rank. Rank 0's bytes are copied to every other rank's.
   virtual void broadcast(std::span<std::byte> bytes) = 0;
+  // Returns once every rank has called it; throws, as every collective does, when a rank failed instead.
+  void barrier() { static_cast<void>(any(false)); }
 
   // Throws RemoteRankError when another rank has already reported a failure, or vanished; returns at once
   // otherwise. Never waits and never takes a collective's data: for waits outside the group (NCCL's) that
