@@ -60,6 +60,12 @@ stage "build emu-tsan" scripts/build.sh emu-tsan
 tsan_tests() { TSAN_OPTIONS=halt_on_error=1 ctest --preset emu-tsan -j "$(nproc)"; }
 stage "test emu-tsan: ThreadSanitizer" tsan_tests
 
+# Preset gpu as a GPU machine without our Debian packages builds it: against .devdeps/ alone (the packages
+# unpacked; scripts/gpu-prepare.sh downloads them with apt-get in a fresh clone, and keeps them while the list
+# stays the same) and the CUDA toolkit, CMake finding nothing else; every header the compilers read and every
+# library the programs load is checked (scripts/gpu/check-isolated-build.sh). Passes, saying so, without a toolkit.
+stage "gpu preset against .devdeps alone" scripts/gpu/check-isolated-build.sh
+
 # The CPU test suite again, under AddressSanitizer and UBSan (preset debug): any report fails its test. Left
 # out for time, as each takes a minute or more at -O0 under the sanitizers: the finite-difference check of
 # the reference backward pass, the 5-epoch accuracy run and the command-line checkpoint and multi-process
