@@ -2,13 +2,16 @@
 // nccl-tests' manner, in one process over the visible GPUs (ncclCommInitAll), at world size 1 and at every
 // power of two up to the number of GPUs.
 //
-//   mnist-dp-allreduce-bench [--quick] [--json FILE] [--gpus N] [--max-bytes B]
+//   mnist-dp-allreduce-bench [--quick] [--json FILE] [--gpus N] [--min-bytes B] [--max-bytes B]
+//                            [--repeats N] [--check-only]
 //
 // Sizes: 4 KB to 256 MB, doubling, plus the gradient buffer's (ParamLayout::kGradCount floats, 0.78 MiB).
 // Time per operation: CUDA events on every rank's stream around `iters` back-to-back all-reduces (the slowest
 // rank's time), median over the repeats. algbw = bytes / time; busbw = algbw * 2 (n - 1) / n, the bandwidth
 // each link carries in a ring, comparable across world sizes (nccl-tests' PERFORMANCE.md). Each size is
-// checked (every element of every rank's result) before it is timed.
+// checked (every element of every rank's result) before it is timed. --check-only checks every size the same
+// way, launches it once more in each mode between the events, and reports no time: a rehearsal of a GPU run,
+// which emulated devices may take.
 //
 // Exit status: 0 when every check passed, 1 when one failed or a call failed, 77 when no GPU is usable.
 #include <cuda_runtime_api.h>
@@ -48,6 +51,7 @@ struct Options {
   std::size_t min_bytes = 4 << 10;
   std::size_t max_bytes = std::size_t{256} << 20;
   int repeats = 0;
+  bool check_only = false;  // check and launch everything, time nothing
 };
 
 // The ranks of one communicator: rank r on device r, each with its stream, buffers and events.
@@ -78,10 +82,12 @@ class Ranks {
 
   int size() const { return static_cast<int>(ranks_.size()); }
 
-  // One all-reduce on every rank, as one NCCL group (one thread drives every device).
+  // One all-reduce on every rank, as one NCCL group (one thread drives every device). Each call with its
+  // rank's device current, as host/cuda/cuda_communicators.cpp makes them (the emulated NCCL insists on it).
   void all_reduce(std::size_t count, bool in_place) {
     NCCL_CHECK(ncclGroupStart());
     for (int r = 0; r < size(); ++r) {
+      CUDA_CHECK(cudaSetDevice(r));
       Rank& k = at(r);
       const float* send = in_place ? k.recv.data() : k.send.data();
       NCCL_CHECK(ncclAllReduce(send, k.recv.data(), count, ncclFloat, ncclSum,
@@ -180,10 +186,16 @@ struct Ceilings {
   Stats empty_stream;
 };
 
-Ceilings measure_ceilings(int gpus, bool quick) {
+// The size of the ceilings' copies in a check-only run (at most --max-bytes): each path launched at a size
+// that takes an emulated device moments, the figures thrown away.
+constexpr std::size_t kCheckOnlyCopyBytes = std::size_t{1} << 20;
+
+// With check_only, each copy is of copy_bytes (at most kCheckOnlyCopyBytes) and launched as few times as the
+// timing allows; the figures are not to be reported.
+Ceilings measure_ceilings(int gpus, bool quick, bool check_only, std::size_t copy_bytes) {
   Ceilings c;
-  const std::size_t bytes = std::size_t{256} << 20;
-  TimingConfig cfg{quick ? 3 : 10, 20.0, 4, 2};
+  const std::size_t bytes = check_only ? std::min(copy_bytes, kCheckOnlyCopyBytes) : std::size_t{256} << 20;
+  const TimingConfig cfg = check_only ? kCheckOnlyTiming : TimingConfig{quick ? 3 : 10, 20.0, 4, 2};
   CUDA_CHECK(cudaSetDevice(0));
   Stream s;
   {
@@ -195,7 +207,8 @@ Ceilings measure_ceilings(int gpus, bool quick) {
         },
         s.get(), cfg);
     c.copy_gbs = 2.0 * static_cast<double>(bytes) / (st.median * 1e3);
-    TimingConfig launch_cfg{quick ? 7 : 25, 5.0, 1000, 10};
+    const TimingConfig launch_cfg =
+        check_only ? kCheckOnlyTiming : TimingConfig{quick ? 7 : 25, 5.0, 1000, 10};
     c.empty_stream = time_stream([&](long) { launch_empty(s.get()); }, s.get(), launch_cfg);
   }
   if (gpus > 1) {
@@ -229,7 +242,13 @@ std::vector<std::size_t> sizes(const Options& o) {
   return v;
 }
 
-void print_row(const Row& r, const Ceilings& c) {
+void print_row(const Row& r, const Ceilings& c, bool check_only) {
+  if (check_only) {
+    fmt::print("{:>5} {:>12} {:>12}{}  {}\n", r.world, r.bytes, r.bytes / 4, r.gradient ? "*" : " ",
+               r.check == "ok" ? "checked" : r.check);
+    std::fflush(stdout);
+    return;
+  }
   auto cols = [&](const Stats& s) {
     const double alg = algbw(r.bytes, s.median);
     return fmt::format("{:>10.2f} {:>8.2f} {:>8.2f}", s.median, alg, alg * bus_factor(r.world));
@@ -254,29 +273,39 @@ void print_row(const Row& r, const Ceilings& c) {
 // it, the sum into replica 0's buffer then a copy back to every other replica's (here all on one stream).
 // Checked, then timed like the rows above. mem GB/s counts the bytes that must move: the sum reads R buffers
 // and writes one, each copy reads and writes one.
+// check_only: each size checked and launched as few times as the timing allows, and no time reported.
 nlohmann::json same_device_section(const std::vector<std::size_t>& all_sizes, int repeats, bool quick,
-                                   const Ceilings& ceil, bool& all_ok) {
+                                   bool check_only, const Ceilings& ceil, bool& all_ok) {
 #ifndef MNISTDP_BENCH_HAVE_REDUCE
   static_cast<void>(all_sizes);
   static_cast<void>(repeats);
   static_cast<void>(quick);
+  static_cast<void>(check_only);
   static_cast<void>(ceil);
   static_cast<void>(all_ok);
   const char* why = "skipped: kernels/reduce_cuda.hpp is not in this build";
   fmt::print("\nsame-device reduction (several replicas on one GPU): {}\n", why);
   return why;
 #else
-  fmt::print(
-      "\nSame-device all-reduce on GPU 0 (R replicas on one GPU; kernels/reduce_cuda.hpp): the in-order sum "
-      "kernel alone, and sum + (R-1) copies back.\nmem GB/s: bytes that must move (sum: (R+1) x bytes; "
-      "copies: 2 (R-1) x bytes) / time; %copy: of the device-to-device copy ceiling.\n\n");
-  fmt::print("{:>8} {:>12} {:>12}  {:>10} {:>9} {:>6} {:>10} {:>8} {:>9} {:>6}  {}\n", "replicas", "bytes",
-             "floats", "sum us", "mem GB/s", "%copy", "all us", "algbw", "mem GB/s", "%copy", "check");
+  if (check_only) {
+    fmt::print(
+        "\nSame-device all-reduce on GPU 0 (R replicas on one GPU; kernels/reduce_cuda.hpp): the in-order "
+        "sum kernel, and sum + (R-1) copies back, checked against the exact sum, then launched "
+        "untimed.\n\n");
+    fmt::print("{:>8} {:>12} {:>12}   {}\n", "replicas", "bytes", "floats", "check");
+  } else {
+    fmt::print(
+        "\nSame-device all-reduce on GPU 0 (R replicas on one GPU; kernels/reduce_cuda.hpp): the in-order "
+        "sum kernel alone, and sum + (R-1) copies back.\nmem GB/s: bytes that must move (sum: (R+1) x bytes; "
+        "copies: 2 (R-1) x bytes) / time; %copy: of the device-to-device copy ceiling.\n\n");
+    fmt::print("{:>8} {:>12} {:>12}  {:>10} {:>9} {:>6} {:>10} {:>8} {:>9} {:>6}  {}\n", "replicas", "bytes",
+               "floats", "sum us", "mem GB/s", "%copy", "all us", "algbw", "mem GB/s", "%copy", "check");
+  }
   CUDA_CHECK(cudaSetDevice(0));
   Stream stream;
   const cudaStream_t s = stream.get();
   const std::size_t max_count = all_sizes.back() / 4;
-  TimingConfig cfg{repeats, quick ? 2.0 : 5.0, 1000, 5};
+  const TimingConfig cfg = check_only ? kCheckOnlyTiming : TimingConfig{repeats, quick ? 2.0 : 5.0, 1000, 5};
   nlohmann::json rows = nlohmann::json::array();
   const std::vector<int> replica_counts = quick ? std::vector<int>{2, 8} : std::vector<int>{2, 3, 4, 8};
   for (const int replicas : replica_counts) {
@@ -332,7 +361,10 @@ nlohmann::json same_device_section(const std::vector<std::size_t>& all_sizes, in
                          {"bytes", bytes},
                          {"gradient_buffer", bytes == kGradBytes},
                          {"check", check}};
-      if (check == "ok") {
+      if (check_only) {
+        fmt::print("{:>8} {:>12} {:>12}{}  {}\n", replicas, bytes, count, bytes == kGradBytes ? "*" : " ",
+                   check == "ok" ? "checked" : check);
+      } else if (check == "ok") {
         const double sum_gbs = sum_bytes / (t_sum.median * 1e3), all_gbs = all_bytes / (t_all.median * 1e3);
         fmt::print(
             "{:>8} {:>12} {:>12}{} {:>10.2f} {:>9.1f} {:>5.1f}% {:>10.2f} {:>8.2f} {:>9.1f} {:>5.1f}%  {}\n",
@@ -373,13 +405,18 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--repeats", o.repeats, "Timings per size (default 10, 3 with --quick)")
       ->check(CLI::Range(1, 1000));
+  app.add_flag("--check-only", o.check_only,
+               "Time nothing: check every size's sum as a timed run does (a failed check still exits 1), "
+               "launch it once more in each mode, and print no time (the JSON says \"check_only\": true and "
+               "has no times). A rehearsal of a GPU run: runs on emulated devices too (--max-bytes keeps it "
+               "small); --repeats is ignored");
   CLI11_PARSE(app, argc, argv);
   if (o.min_bytes % 4 || o.max_bytes % 4)
     throw std::invalid_argument("--min-bytes and --max-bytes: whole floats");
   if (o.min_bytes > o.max_bytes) throw std::invalid_argument("--min-bytes is larger than --max-bytes");
 
   std::string why;
-  const int available = usable_devices(why);
+  const int available = usable_devices(why, o.check_only);
   if (available == 0) return report_no_gpu(kProgram, why, "");
   const int gpus = o.gpus ? o.gpus : available;
   if (gpus > available)
@@ -392,22 +429,39 @@ int run(int argc, char** argv) {
   nlohmann::json devices = nlohmann::json::array();
   for (int d = 0; d < gpus; ++d)
     devices.push_back(device_json(d));
-  fmt::print("{}: {} GPU(s): {}; NCCL {}; host load {:.2f}\n", kProgram, gpus,
-             devices[0]["name"].get<std::string>(), nccl_version, load_average());
-  const Ceilings ceil = measure_ceilings(gpus, o.quick);
-  fmt::print("Ceilings: device-to-device copy {:.1f} GB/s (read + write); ", ceil.copy_gbs);
-  if (gpus > 1)
-    fmt::print("peer copy 0 -> 1 {:.1f} GB/s (peer access {}); ", ceil.peer_gbs,
-               ceil.peer_access ? "on" : "off");
-  fmt::print("empty kernel {:.2f} us per launch\n", ceil.empty_stream.median);
-  fmt::print(
-      "Time per all-reduce: median over {} timings, each of N back-to-back operations (N: a few ms in all; "
-      "the slowest rank's events).\nalgbw = bytes / time; busbw = algbw x 2(n-1)/n. %link: in-place busbw / "
-      "peer copy (n > 1), or in-place algbw / local copy (n = 1).\n* = the gradient buffer ({} floats).\n\n",
-      repeats, ParamLayout::kGradCount);
-  fmt::print("{:>5} {:>12} {:>12}  {:>28} {:>28} {:>8}\n", "", "", "", "out-of-place", "in-place", "");
-  fmt::print("{:>5} {:>12} {:>12}  {:>10} {:>8} {:>8} {:>10} {:>8} {:>8} {:>8}  {}\n", "ranks", "bytes",
-             "floats", "us", "algbw", "busbw", "us", "algbw", "busbw", "%link", "check");
+  if (o.check_only)
+    fmt::print("{} --check-only: {} GPU(s): {}; NCCL {}: {}.\n", kProgram, gpus,
+               devices[0]["name"].get<std::string>(), nccl_version, check_only_note());
+  else
+    fmt::print("{}: {} GPU(s): {}; NCCL {}; host load {:.2f}\n", kProgram, gpus,
+               devices[0]["name"].get<std::string>(), nccl_version, load_average());
+  const Ceilings ceil = measure_ceilings(gpus, o.quick, o.check_only, o.max_bytes);
+  if (o.check_only) {
+    fmt::print(
+        "Ceilings: the device-to-device copy{}, the empty kernel: launched untimed, {} bytes.\n"
+        "Each size: an all-reduce out of place and one in place, every element of every rank's result "
+        "checked against the exact sum; then each launched once more between the events, untimed.\n"
+        "* = the gradient buffer ({} floats).\n\n",
+        gpus > 1 ? fmt::format(", the peer copy 0 -> 1 (peer access {})", ceil.peer_access ? "on" : "off")
+                 : "",
+        std::min(o.max_bytes, kCheckOnlyCopyBytes), ParamLayout::kGradCount);
+    fmt::print("{:>5} {:>12} {:>12}   {}\n", "ranks", "bytes", "floats", "check");
+  } else {
+    fmt::print("Ceilings: device-to-device copy {:.1f} GB/s (read + write); ", ceil.copy_gbs);
+    if (gpus > 1)
+      fmt::print("peer copy 0 -> 1 {:.1f} GB/s (peer access {}); ", ceil.peer_gbs,
+                 ceil.peer_access ? "on" : "off");
+    fmt::print("empty kernel {:.2f} us per launch\n", ceil.empty_stream.median);
+    fmt::print(
+        "Time per all-reduce: median over {} timings, each of N back-to-back operations (N: a few ms in all; "
+        "the slowest rank's events).\nalgbw = bytes / time; busbw = algbw x 2(n-1)/n. %link: in-place busbw "
+        "/ peer copy (n > 1), or in-place algbw / local copy (n = 1).\n* = the gradient buffer ({} "
+        "floats).\n\n",
+        repeats, ParamLayout::kGradCount);
+    fmt::print("{:>5} {:>12} {:>12}  {:>28} {:>28} {:>8}\n", "", "", "", "out-of-place", "in-place", "");
+    fmt::print("{:>5} {:>12} {:>12}  {:>10} {:>8} {:>8} {:>10} {:>8} {:>8} {:>8}  {}\n", "ranks", "bytes",
+               "floats", "us", "algbw", "busbw", "us", "algbw", "busbw", "%link", "check");
+  }
 
   std::vector<int> worlds;
   for (int w = 1; w < gpus; w *= 2)
@@ -427,7 +481,11 @@ int run(int argc, char** argv) {
       try {
         const unsigned long long bad = ranks.check(count, false) + ranks.check(count, true);
         if (bad) r.check = fmt::format("FAIL: {} elements differ from the exact sum", bad);
-        if (r.check == "ok") {
+        if (r.check == "ok" && o.check_only) {
+          // The timing's path, events on every rank around one operation, with nothing kept.
+          for (const bool in_place : {false, true})
+            static_cast<void>(ranks.time(count, in_place, 1));
+        } else if (r.check == "ok") {
           for (const bool in_place : {false, true}) {
             // Calibrate: enough back-to-back operations for a timing of a few milliseconds (at least 5).
             ranks.time(count, in_place, o.quick ? 2 : 5);  // warm-up
@@ -444,11 +502,11 @@ int run(int argc, char** argv) {
         r.check = std::string("ERROR: ") + e.what();
       }
       all_ok = all_ok && r.check == "ok";
-      print_row(r, ceil);
+      print_row(r, ceil, o.check_only);
       rows.push_back(r);
     }
   }
-  nlohmann::json same_device = same_device_section(all_sizes, repeats, o.quick, ceil, all_ok);
+  nlohmann::json same_device = same_device_section(all_sizes, repeats, o.quick, o.check_only, ceil, all_ok);
 
   if (!o.json_path.empty()) {
     nlohmann::json j_rows = nlohmann::json::array();
@@ -464,7 +522,7 @@ int run(int argc, char** argv) {
         m["busbw_gbs"] = algbw(r.bytes, s.median) * bus_factor(r.world);
         return m;
       };
-      if (r.check == "ok") {
+      if (r.check == "ok" && !o.check_only) {
         j["out_of_place"] = mode(r.out_of_place);
         j["in_place"] = mode(r.in_place);
       }
@@ -472,26 +530,41 @@ int run(int argc, char** argv) {
     }
     char host[256] = {};
     gethostname(host, sizeof host - 1);
-    write_json(o.json_path, {{"program", kProgram},
-                             {"date", utc_now()},
-                             {"host", host},
-                             {"load_average_1min", load_average()},
-                             {"nccl_version", nccl_version},
-                             {"devices", devices},
-                             {"options", {{"quick", o.quick}, {"repeats", repeats}}},
-                             {"ceilings",
-                              {{"copy_gbs_read_plus_write", ceil.copy_gbs},
-                               {"peer_copy_gbs", ceil.peer_gbs},
-                               {"peer_access", ceil.peer_access},
-                               {"empty_kernel", to_json(ceil.empty_stream)}}},
-                             {"same_device_reduction", same_device},
-                             {"rows", j_rows}});
+    if (o.check_only)
+      write_json(o.json_path, {{"program", kProgram},
+                               {"check_only", true},
+                               {"emulated", devices_emulated()},
+                               {"date", utc_now()},
+                               {"host", host},
+                               {"nccl_version", nccl_version},
+                               {"devices", devices},
+                               {"options", {{"quick", o.quick}}},
+                               {"same_device_reduction", same_device},
+                               {"rows", j_rows}});
+    else
+      write_json(o.json_path, {{"program", kProgram},
+                               {"check_only", false},
+                               {"date", utc_now()},
+                               {"host", host},
+                               {"load_average_1min", load_average()},
+                               {"nccl_version", nccl_version},
+                               {"devices", devices},
+                               {"options", {{"quick", o.quick}, {"repeats", repeats}}},
+                               {"ceilings",
+                                {{"copy_gbs_read_plus_write", ceil.copy_gbs},
+                                 {"peer_copy_gbs", ceil.peer_gbs},
+                                 {"peer_access", ceil.peer_access},
+                                 {"empty_kernel", to_json(ceil.empty_stream)}}},
+                               {"same_device_reduction", same_device},
+                               {"rows", j_rows}});
     fmt::print("wrote {}\n", o.json_path);
   }
   if (!all_ok) {
     std::fprintf(stderr, "%s: some checks or calls failed: see the check column\n", kProgram);
     return 1;
   }
+  if (o.check_only)
+    fmt::print("\nevery size checked, nothing timed{}\n", devices_emulated() ? " (emulated devices)" : "");
   return 0;
 }
 

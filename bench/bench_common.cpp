@@ -13,14 +13,22 @@
 
 namespace mnistdp::bench {
 
-int usable_devices(std::string& why_none) {
+bool devices_emulated() {
 #if defined(MNISTDP_CUDA_EMULATED)
-  // An emulated device's time is the emulator's on the CPU: never to be reported as a GPU's.
-  why_none =
-      "this build's CUDA devices are emulated on the CPU (docs/emulation.md), and their times are no GPU "
-      "times";
-  return 0;
+  return true;
+#else
+  return false;
 #endif
+}
+
+int usable_devices(std::string& why_none, bool allow_emulated) {
+  if (devices_emulated() && !allow_emulated) {
+    // An emulated device's time is the emulator's on the CPU: never to be reported as a GPU's.
+    why_none =
+        "this build's CUDA devices are emulated on the CPU (docs/emulation.md), and their times are no GPU "
+        "times";
+    return 0;
+  }
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess) {
@@ -39,6 +47,16 @@ int report_no_gpu(const char* program, const std::string& why_none, const std::s
                "measured.%s%s\n",
                program, why_none.c_str(), program, hint.empty() ? "" : " ", hint.c_str());
   return kExitNoGpu;
+}
+
+std::string check_only_note() {
+  std::string note =
+      "check only: every result checked against its reference, each operation launched a few times, "
+      "NOTHING TIMED";
+  if (devices_emulated())
+    note +=
+        "; the CUDA devices are EMULATED on the CPU (docs/emulation.md): this says nothing of a GPU's speed";
+  return note;
 }
 
 namespace {
@@ -95,8 +113,10 @@ Stats time_graph(const LaunchFn& launch, cudaStream_t stream, const TimingConfig
   });
   const CudaGraphExec graph(captured);
   graph.upload(stream);
-  for (int i = 0; i < 2; ++i)
-    graph.launch(stream);  // warm-up: the first launch of a graph pays for its setup
+  // Warm-up: the first launch of a graph pays for its setup. A check-only run (cfg.warmup 0) times nothing,
+  // and launches the graph once.
+  for (int i = 0; i < std::min(2, cfg.warmup); ++i)
+    graph.launch(stream);
   CUDA_CHECK(cudaStreamSynchronize(stream));
   Event start, stop;
   std::vector<double> us;

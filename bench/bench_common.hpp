@@ -21,10 +21,14 @@ namespace mnistdp::bench {
 // project's GPU tests use it. Non-zero, so that a script that needed the numbers notices.
 constexpr int kExitNoGpu = 77;
 
+// Whether this build's CUDA devices are emulated on the CPU (the emu preset, docs/emulation.md).
+bool devices_emulated();
+
 // The number of CUDA devices this process can use; 0, with the reason in why_none, when there are none. Any
 // error from the runtime counts as "no GPU": without a driver, cudaGetDeviceCount fails with
-// cudaErrorInsufficientDriver, not cudaErrorNoDevice.
-int usable_devices(std::string& why_none);
+// cudaErrorInsufficientDriver, not cudaErrorNoDevice. Emulated devices count only with allow_emulated, which
+// a --check-only run passes: it reports no time, and an emulated device's time is no GPU time.
+int usable_devices(std::string& why_none, bool allow_emulated = false);
 
 // Prints "<program>: no usable GPU (<why>)", that nothing was measured, and `hint` (may be empty) to stderr;
 // returns kExitNoGpu.
@@ -37,6 +41,15 @@ struct TimingConfig {
   int warmup = 10;  // launches before calibration
 };
 
+// The timing of a --check-only run: no warm-up, one launch per timing, one timing. Every path a timed run
+// takes (events, calibration, graph capture and replay) is taken, with as few launches as those paths allow,
+// and the figures are thrown away.
+constexpr TimingConfig kCheckOnlyTiming{1, 0.0, 1, 0};
+
+// What the first line of a --check-only run says after the device: that nothing was timed, and on emulated
+// devices that they are emulated.
+std::string check_only_note();
+
 // launch(i) enqueues one operation on `stream`; i counts up from 0 across warm-up and timings, so that the
 // caller can rotate through buffer sets (i % sets). Nothing else may be queued on the stream meanwhile.
 using LaunchFn = std::function<void(long)>;
@@ -47,7 +60,8 @@ Stats time_stream(const LaunchFn& launch, cudaStream_t stream, const TimingConfi
 
 // The same launches captured once into a CUDA graph of `launches` nodes, then the graph launched per timing:
 // the per-kernel cost inside a graph, where the launch overhead is paid once per graph. launch(i) is called
-// only during the capture (and the warm-up before it), with i < launches: it must not synchronise.
+// only during the capture (and the warm-up before it), with i < launches: it must not synchronise. The graph
+// has two untimed launches first (fewer when cfg.warmup is under 2, as in kCheckOnlyTiming).
 Stats time_graph(const LaunchFn& launch, cudaStream_t stream, const TimingConfig& cfg);
 
 // "a,b,,c" -> {"a", "b", "c"}: a comma-separated list, empty items dropped.

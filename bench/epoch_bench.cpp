@@ -5,12 +5,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <iterator>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <stdexcept>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -144,15 +146,97 @@ std::vector<EpochStart> time_epoch_start(const DataSplits& data, int device, int
   return ways;
 }
 
+// The end of a check-only run: each variant's steps, graph and persistent launches and its check, the
+// epoch's start run once each way, and the JSON, with no time anywhere. Returns the exit status.
+int report_check_only(const std::vector<Variant>& variants, const DataSplits& data,
+                      const EpochBenchOptions& o, const nlohmann::json& dev, bool same, bool cublas) {
+  fmt::print(
+      "graphs: graph launches captured/replayed/plain steps with graphs on (launches of several steps); "
+      "persistent: launches of the persistent kernel.\n");
+  fmt::print("{:<18} {:>6} {:>7} {:>20} {:>11}  {}\n", "variant", "steps", "epochs", "graphs", "persistent",
+             "check");
+  nlohmann::json rows = nlohmann::json::array();
+  const int epochs = kWarmUpEpochs + o.repeats + kCoolDownEpochs;
+  for (const Variant& v : variants) {
+    const bool equal = v.params == variants[0].params;
+    // cuBLAS may choose another algorithm while a stream is captured: a difference is reported, not a
+    // failure.
+    const std::string check = equal    ? "checked"
+                              : cublas ? fmt::format("differs from {} (cuBLAS: allowed)", variants[0].name)
+                                       : fmt::format("FAIL: parameters differ from {}", variants[0].name);
+    fmt::print("{:<18} {:>6} {:>7} {:>20} {:>11}  {}\n", v.name, v.steps, epochs,
+               fmt::format("{}/{}/{} ({})", v.counts.captured, v.counts.replayed, v.counts.plain,
+                           v.counts.multi_step),
+               v.persistent_launches, check);
+    rows.push_back({{"variant", v.name},
+                    {"cuda_graphs", v.step.cuda_graphs},
+                    {"fused_head", v.step.fused_head},
+                    {"fused_step", v.step.fused_step},
+                    {"programmatic_launch", v.step.programmatic_launch},
+                    {"steps_per_graph", v.step.steps_per_graph},
+                    {"persistent", v.step.persistent},
+                    {"persistent_launches", v.persistent_launches},
+                    {"multi_step_launches", v.counts.multi_step},
+                    {"steps_per_epoch", v.steps},
+                    {"epochs", epochs},
+                    {"graphs_captured", v.counts.captured},
+                    {"graphs_replayed", v.counts.replayed},
+                    {"plain_steps_with_graphs_on", v.counts.plain},
+                    {"same_parameters_as_first", equal}});
+  }
+  fmt::print("\nfinal parameters of the variants: {}\n",
+             same ? "bit-identical" : "DIFFERENT (a fast path does not compute the plain step)");
+  // Both ways of starting an epoch, once each (their untimed first run), for the paths they take.
+  const std::vector<EpochStart> starts = time_epoch_start(data, o.device, 0);
+  nlohmann::json start_rows = nlohmann::json::array();
+  for (const EpochStart& e : starts)
+    start_rows.push_back({{"way", e.way}, {"ran", true}});
+  fmt::print("the start of an epoch, its order of {} rows: {} and {} each ran once, untimed\n", o.train_rows,
+             starts[0].way, starts[1].way);
+  if (!o.json_path.empty()) {
+    write_json(o.json_path, {{"program", kProgram},
+                             {"check_only", true},
+                             {"emulated", devices_emulated()},
+                             {"date", utc_now()},
+                             {"device", dev},
+                             {"gemm", o.gemm},
+                             {"tf32", o.tf32},
+                             {"train_rows", o.train_rows},
+                             {"max_steps_per_epoch", o.max_steps > 0 ? nlohmann::json(o.max_steps) : nullptr},
+                             {"same_parameters", same},
+                             {"variants", rows},
+                             {"epoch_start", start_rows}});
+    fmt::print("wrote {}\n", o.json_path);
+  }
+  if (!same && !cublas) {
+    std::fprintf(stderr, "%s: the variants' parameters differ: see the check column\n", kProgram);
+    return 1;
+  }
+  fmt::print("\n{} variants checked, nothing timed{}\n", variants.size(),
+             devices_emulated() ? " (emulated devices)" : "");
+  return 0;
+}
+
 }  // namespace
 
-int run_epoch_bench(const EpochBenchOptions& o) {
+int run_epoch_bench(const EpochBenchOptions& requested) {
   // The options first: a bad combination is refused with or without a GPU.
-  const GemmImpl gemm = parse_gemm_impl(o.gemm);
-  if (o.tf32 && gemm != GemmImpl::cublas)
+  const GemmImpl gemm = parse_gemm_impl(requested.gemm);
+  if (requested.tf32 && gemm != GemmImpl::cublas)
     throw std::invalid_argument(fmt::format("{}: --epoch-tf32 needs --epoch-gemm cublas", kProgram));
+  EpochBenchOptions o = requested;
+  if (o.check_only) {
+    // Nothing is timed: one epoch where a timed run has its timed ones (the warm-up and cool-down epochs
+    // stay, so that every capture, replay and order of a timed run is taken), one round.
+    o.repeats = 1;
+    o.rounds = 1;
+  }
+  const int batch = TrainConfig{}.batch_size;
+  if (o.max_steps > 0)
+    o.train_rows = static_cast<int>(std::min<long>(o.train_rows, static_cast<long>(o.max_steps) * batch));
+  const int steps_per_epoch = (o.train_rows + batch - 1) / batch;
   std::string why;
-  const int devices = usable_devices(why);
+  const int devices = usable_devices(why, o.check_only);
   if (devices == 0) return report_no_gpu(kProgram, why, "");
   if (o.device >= devices)
     throw std::invalid_argument(
@@ -165,15 +249,30 @@ int run_epoch_bench(const EpochBenchOptions& o) {
   data.name = "random";
 
   const nlohmann::json dev = device_json(o.device);
-  fmt::print(
-      "{} on {} ({} SMs), gemm {}: {} random training rows, batch 64, one replica, NCCL world size 1; "
-      "host load {:.2f}\n"
-      "An epoch: every step, and the sort of the next epoch's order on the device, queued behind them, "
-      "with no host wait inside; {} timed epochs after {} warm-up epochs and before {} more, per "
-      "variant and round, {} rounds alternating the variants.\n\n",
-      kProgram, dev["name"].get<std::string>(), dev["sm_count"].get<int>(),
-      o.tf32 ? o.gemm + " (TF32)" : o.gemm, o.train_rows, load_average(), o.repeats, kWarmUpEpochs,
-      kCoolDownEpochs, o.rounds);
+  const std::string gemm_name = o.tf32 ? o.gemm + " (TF32)" : o.gemm;
+  if (o.check_only) {
+    fmt::print(
+        "{} --check-only on {} ({} SMs), gemm {}: {} random training rows ({} steps an epoch), batch {}, one "
+        "replica, NCCL world size 1: {}.\n"
+        "Each variant: {} epochs in one round ({} warm-up, 1 in place of the timed ones, {} more); the "
+        "check: "
+        "every variant ends with the first one's parameters, to the bit (cuBLAS aside).\n",
+        kProgram, dev["name"].get<std::string>(), dev["sm_count"].get<int>(), gemm_name, o.train_rows,
+        steps_per_epoch, batch, check_only_note(), kWarmUpEpochs + 1 + kCoolDownEpochs, kWarmUpEpochs,
+        kCoolDownEpochs);
+    if (devices_emulated() && o.max_steps == 0)
+      fmt::print("(--epoch-steps 4 keeps a run on emulated devices to seconds a variant.)\n");
+    fmt::print("\n");
+  } else {
+    fmt::print(
+        "{} on {} ({} SMs), gemm {}: {} random training rows ({} steps an epoch), batch {}, one replica, "
+        "NCCL world size 1; host load {:.2f}\n"
+        "An epoch: every step, and the sort of the next epoch's order on the device, queued behind them, "
+        "with no host wait inside; {} timed epochs after {} warm-up epochs and before {} more, per "
+        "variant and round, {} rounds alternating the variants.\n\n",
+        kProgram, dev["name"].get<std::string>(), dev["sm_count"].get<int>(), gemm_name, o.train_rows,
+        steps_per_epoch, batch, load_average(), o.repeats, kWarmUpEpochs, kCoolDownEpochs, o.rounds);
+  }
 
   // Each variant's step options, in kEpochVariants' order: graphs, fused head, fused step, programmatic
   // launch, steps a graph (or a persistent launch), persistent kernel.
@@ -220,6 +319,7 @@ int run_epoch_bench(const EpochBenchOptions& o) {
   // see the tests).
   const bool same = std::all_of(variants.begin(), variants.end(),
                                 [&](const Variant& v) { return v.params == variants[0].params; });
+  if (o.check_only) return report_check_only(variants, data, o, dev, same, gemm == GemmImpl::cublas);
   // "x plain": against the first variant timed (plain, unless --epoch-variants leaves it out).
   const Stats plain = summarize(variants[0].us_per_step, variants[0].steps);
   fmt::print("{:<18} {:>6} {:>12} {:>10} {:>10} {:>10} {:>9}  {}\n", "variant", "steps", "ms/epoch",
@@ -270,7 +370,9 @@ int run_epoch_bench(const EpochBenchOptions& o) {
                              {"device", dev},
                              {"gemm", o.gemm},
                              {"tf32", o.tf32},
+                             {"check_only", false},
                              {"train_rows", o.train_rows},
+                             {"max_steps_per_epoch", o.max_steps > 0 ? nlohmann::json(o.max_steps) : nullptr},
                              {"repeats", o.repeats},
                              {"rounds", o.rounds},
                              {"same_parameters", same},

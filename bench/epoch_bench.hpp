@@ -32,10 +32,16 @@ struct EpochBenchOptions {
   std::string json_path;  // empty: no JSON
   // The variants to time, by name (kEpochVariants); empty: all of them.
   std::vector<std::string> variants;
+  // At most this many steps an epoch: train_rows is cut to max_steps x 64 (0: train_rows as it is).
+  int max_steps = 0;
+  // Time nothing: one round of one epoch between the warm-up and cool-down ones (repeats and rounds are
+  // ignored), the same check of the variants' parameters, and no time printed or written.
+  bool check_only = false;
 };
 
 // Prints the table (and writes the JSON); returns the exit status: 0, 1 when the variants do not all end with
-// the same parameters (cuBLAS aside), kExitNoGpu without a usable GPU.
+// the same parameters (cuBLAS aside), kExitNoGpu without a usable GPU (emulated devices are usable only with
+// check_only).
 int run_epoch_bench(const EpochBenchOptions& options);
 
 }  // namespace mnistdp::bench

@@ -3,11 +3,13 @@
 // checked against the CPU reference (mnistdp::ref) before it is timed; one that disagrees is reported FAIL
 // and not timed.
 //
-//   mnist-dp-bench [--quick] [--filter TEXT] [--json FILE] [--device N] [--repeats N] [--list]
-//   mnist-dp-bench --epoch [--epoch-gemm NAME] [--rounds N] [--repeats N] [--json FILE] [--device N]
+//   mnist-dp-bench [--quick] [--filter TEXT] [--json FILE] [--device N] [--repeats N] [--list] [--check-only]
+//   mnist-dp-bench --epoch [--epoch-gemm NAME] [--epoch-steps N] [--rounds N] [--repeats N] [--json FILE]
+//                  [--device N] [--check-only]
 //
 // --epoch times whole training epochs instead, launched the plain way and replayed as CUDA graphs
-// (epoch_bench.hpp).
+// (epoch_bench.hpp). --check-only runs every selected benchmark with its checks, each mode launched as few
+// times as the timing allows, and reports no time: a rehearsal of a GPU run, which emulated devices may take.
 //
 // Exit status: 0 when every check passed, 1 when one failed or a call failed, 77 when no GPU is usable.
 // docs/benchmarks.md says what each column means.
@@ -84,6 +86,8 @@ struct Options {
   bool epoch = false;
   std::string epoch_gemm = "blocked";
   int rounds = 3;
+  int epoch_steps = 0;      // with --epoch: at most this many steps an epoch; 0: every step
+  bool check_only = false;  // check and launch everything, time nothing (kCheckOnlyTiming)
 };
 
 // What one launch of an operation does, counted by hand: floating-point operations, the bytes it must move at
@@ -137,6 +141,7 @@ struct Result {
   double error_ratio = 0.0;
   int cold_sets = 1;
   std::optional<Stats> hot, cold, graph;
+  std::vector<std::string> launched;  // the modes launched after the check ("hot", "cold", "graph")
 };
 
 struct Ceilings {
@@ -157,6 +162,11 @@ struct Ceilings {
 };
 
 constexpr int kGridBarriers = 1000;
+// The ceilings' sizes in a check-only run: each path launched, at a size that takes an emulated device
+// moments (the figures are thrown away).
+constexpr int kCheckOnlySgemm = 64;
+constexpr std::size_t kCheckOnlyCopyBytes = std::size_t{1} << 20;
+constexpr int kCheckOnlyGridBarriers = 2;
 
 // ------------------------------------------------------------------------------------------------ checks
 
@@ -286,7 +296,8 @@ struct GemmBuffers {
   int sets = 1;
   DeviceBuffer<float> slab;
 
-  GemmBuffers(const GemmCase& g, std::size_t l2, bool rotate) {
+  // max_sets: at most this many sets (a check-only run, which times nothing, rotates over 2).
+  GemmBuffers(const GemmCase& g, std::size_t l2, bool rotate, int max_sets) {
     std::size_t at = 0;
     a = at;
     at += align_up(g.a_count());
@@ -304,7 +315,7 @@ struct GemmBuffers {
       // Enough sets that the working set is twice the L2 (at most 1 GiB in all).
       const std::size_t want = (2 * l2 + set_bytes - 1) / set_bytes;
       sets = static_cast<int>(std::min<std::size_t>(want, (std::size_t{1} << 30) / set_bytes));
-      sets = std::max(sets, 1);
+      sets = std::clamp(sets, 1, max_sets);
     }
     slab = DeviceBuffer<float>(stride * sz(sets));
   }
@@ -561,24 +572,27 @@ class Runner {
     cublas_.emplace(stream_->get());
     timing_.repeats = o.repeats > 0 ? o.repeats : (o.quick ? 7 : 25);
     timing_.target_ms = o.quick ? 1.0 : 2.0;
+    if (o.check_only) timing_ = kCheckOnlyTiming;
   }
 
   bool selected(const std::string& id) const {
     return opt_.filter.empty() || id.find(opt_.filter) != std::string::npos;
   }
 
+  // With --check-only, each ceiling is launched at a small size (kCheckOnlySgemm, ...), a few times, untimed.
   void measure_ceilings() {
     const cudaStream_t s = stream_->get();
+    const bool check_only = opt_.check_only;
     // Compute: a large cuBLAS SGEMM in pedantic fp32 (no TF32, no reduced-precision shortcut).
     {
-      const int n = opt_.quick ? 4096 : 8192;
+      const int n = check_only ? kCheckOnlySgemm : (opt_.quick ? 4096 : 8192);
       DeviceBuffer<float> a(sz(n) * sz(n)), b(sz(n) * sz(n)), c(sz(n) * sz(n));
       fill_uniform(a.data(), a.size(), 1, -1.0f, 1.0f, s);
       fill_uniform(b.data(), b.size(), 2, -1.0f, 1.0f, s);
       CublasHandle pedantic(s);
       CUBLAS_CHECK(cublasSetMathMode(pedantic.get(), CUBLAS_PEDANTIC_MATH));
       const float one = 1.0f, zero = 0.0f;
-      TimingConfig cfg{opt_.quick ? 3 : 7, 50.0, 1, 2};
+      const TimingConfig cfg = check_only ? timing_ : TimingConfig{opt_.quick ? 3 : 7, 50.0, 1, 2};
       ceil_.sgemm_n = n;
       ceil_.sgemm = time_stream(
           [&](long) {
@@ -590,10 +604,12 @@ class Runner {
     }
     // Bandwidth: a large device-to-device copy; bytes read plus bytes written, as the rows count them.
     {
-      const std::size_t bytes = opt_.quick ? (std::size_t{256} << 20) : (std::size_t{1} << 30);
+      const std::size_t bytes = check_only   ? kCheckOnlyCopyBytes
+                                : opt_.quick ? (std::size_t{256} << 20)
+                                             : (std::size_t{1} << 30);
       DeviceBuffer<std::uint8_t> from(bytes), to(bytes);
       CUDA_CHECK(cudaMemsetAsync(from.data(), 1, bytes, s));
-      TimingConfig cfg{opt_.quick ? 3 : 10, 20.0, 4, 2};
+      const TimingConfig cfg = check_only ? timing_ : TimingConfig{opt_.quick ? 3 : 10, 20.0, 4, 2};
       ceil_.copy_bytes = bytes;
       ceil_.copy = time_stream(
           [&](long) {
@@ -605,26 +621,32 @@ class Runner {
     // Latency: an empty kernel, back to back on a stream, inside a graph, and as a synchronous round trip.
     {
       TimingConfig cfg = timing_;
-      cfg.max_launches = 1000;
-      cfg.target_ms = 5.0;
+      if (!check_only) {
+        cfg.max_launches = 1000;
+        cfg.target_ms = 5.0;
+      }
       ceil_.empty_stream = time_stream([&](long) { launch_empty(s); }, s, cfg);
       ceil_.empty_graph = time_graph([&](long) { launch_empty(s); }, s, cfg);
       std::vector<double> us;
-      for (int i = 0; i < 200 + timing_.repeats * 20; ++i) {
+      const int untimed = check_only ? 0 : 200;
+      for (int i = 0; i < untimed + timing_.repeats * 20; ++i) {
         const auto t0 = std::chrono::steady_clock::now();
         launch_empty(s);
         CUDA_CHECK(cudaStreamSynchronize(s));
         const auto t1 = std::chrono::steady_clock::now();
-        if (i >= 200) us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+        if (i >= untimed) us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
       }
       ceil_.empty_sync = summarize(std::move(us), 1);
       // The launch's own cost is spread over the barriers: a few nanoseconds of each.
-      cfg.max_launches = 20;
-      cfg.target_ms = 20.0;
+      if (!check_only) {
+        cfg.max_launches = 20;
+        cfg.target_ms = 20.0;
+      }
+      const int barriers = check_only ? kCheckOnlyGridBarriers : kGridBarriers;
       try {
-        ceil_.grid_barrier = time_stream(
-            [&](long) { ceil_.grid_barrier_blocks = launch_grid_barriers(kGridBarriers, s); }, s, cfg);
-        ceil_.grid_barrier = per_operation(ceil_.grid_barrier, kGridBarriers);
+        ceil_.grid_barrier =
+            time_stream([&](long) { ceil_.grid_barrier_blocks = launch_grid_barriers(barriers, s); }, s, cfg);
+        ceil_.grid_barrier = per_operation(ceil_.grid_barrier, barriers);
       } catch (const CudaError& e) {
         // Not every setup allows a cooperative launch (an MPS client, some virtual GPUs): say so, go on.
         static_cast<void>(cudaGetLastError());
@@ -644,17 +666,20 @@ class Runner {
       r.check = std::string("ERROR: ") + e.what();
     }
     if (r.check == "ok") {
-      auto timed = [&](std::optional<Stats>& slot, const std::function<Stats()>& f) {
+      // A check-only run launches each mode the same way, and keeps no figure of it.
+      auto timed = [&](const char* mode, std::optional<Stats>& slot, const std::function<Stats()>& f) {
         try {
-          slot = f();
+          const Stats st = f();
+          if (!opt_.check_only) slot = st;
+          r.launched.emplace_back(mode);
         } catch (const std::exception& e) {
           r.check = std::string("ERROR: ") + e.what();
         }
       };
       const cudaStream_t s = stream_->get();
-      if (b.hot) timed(r.hot, [&] { return time_stream(b.hot, s, timing_); });
-      if (b.cold) timed(r.cold, [&] { return time_stream(b.cold, s, timing_); });
-      if (b.graph && b.hot) timed(r.graph, [&] { return time_graph(b.hot, s, timing_); });
+      if (b.hot) timed("hot", r.hot, [&] { return time_stream(b.hot, s, timing_); });
+      if (b.cold) timed("cold", r.cold, [&] { return time_stream(b.cold, s, timing_); });
+      if (b.graph && b.hot) timed("graph", r.graph, [&] { return time_graph(b.hot, s, timing_); });
     }
     print_row(r);
     results_.push_back(std::move(r));
@@ -665,7 +690,7 @@ class Runner {
     for (const ImplChoice& c : impls_for(g))
       if (selected(g.group + "/" + g.op + "/" + c.name)) chosen.push_back(c);
     if (chosen.empty()) return;
-    auto buf = std::make_shared<GemmBuffers>(g, l2_, true);
+    auto buf = std::make_shared<GemmBuffers>(g, l2_, true, max_sets());
     const cudaStream_t s = stream_->get();
     fill_uniform(buf->slab.data(), buf->slab.size(), seed_++, -1.0f, 1.0f, s);
     CUDA_CHECK(cudaStreamSynchronize(s));
@@ -1019,6 +1044,15 @@ class Runner {
   }
 
   void print_ceilings() const {
+    if (opt_.check_only) {
+      fmt::print(
+          "Ceilings: launched untimed at small sizes (cublasSgemm {0}x{0}x{0}, a copy of {1} KiB, an empty "
+          "kernel, {2} grid-wide barriers){3}.\n\n",
+          ceil_.sgemm_n, ceil_.copy_bytes >> 10, kCheckOnlyGridBarriers,
+          ceil_.grid_barrier_error.empty() ? ""
+                                           : "; the barrier's launch failed: " + ceil_.grid_barrier_error);
+      return;
+    }
     fmt::print("Ceilings, measured in this run:\n");
     fmt::print(
         "  compute    cublasSgemm {0}x{0}x{0}, fp32 pedantic (no TF32): {1:.1f} GFLOP/s ({2:.2f} ms)\n",
@@ -1039,11 +1073,18 @@ class Runner {
   }
 
   void print_header() const {
+    if (opt_.check_only) {
+      fmt::print("{:<34} {:<24} {:<12} {:<18}  {}\n", "benchmark", "shape", "impl", "launched, untimed",
+                 "check");
+      return;
+    }
     fmt::print("{:<34} {:<24} {:<12} {:>22} {:>9} {:>9} {:>9} {:>8} {:>6} {:>6} {:>6}  {}\n", "benchmark",
                "shape", "impl", "hot us (p10-p90)", "cold us", "graph us", "GFLOP/s", "GB/s", "%peak", "%bw",
                "xlaunch", "check");
   }
 
+  // With --check-only: "check_only": true, every row without a time (the modes launched instead), and no
+  // ceilings or persistent phases.
   nlohmann::json json(const Options& o) const {
     nlohmann::json rows = nlohmann::json::array();
     for (const Result& r : results_) {
@@ -1071,12 +1112,26 @@ class Runner {
       mode("hot", r.hot, ceil_.empty_stream.median);
       mode("cold", r.cold, ceil_.empty_stream.median);
       mode("graph", r.graph, ceil_.empty_graph.median);
+      if (o.check_only) j["launched"] = r.launched;
       rows.push_back(j);
     }
     char host[256] = {};
     gethostname(host, sizeof host - 1);
+    if (o.check_only)
+      return {{"program", kProgram},
+              {"check_only", true},
+              {"emulated", devices_emulated()},
+              {"date", utc_now()},
+              {"host", host},
+              {"device", device_json(device_)},
+              {"options", {{"quick", o.quick}, {"filter", o.filter}}},
+              {"method",
+               "check only: every row checked against the CPU reference, then each of its modes launched as "
+               "few times as the timing allows; nothing timed"},
+              {"rows", rows}};
     return {
         {"program", kProgram},
+        {"check_only", false},
         {"date", utc_now()},
         {"host", host},
         {"load_average_1min", load_average()},
@@ -1120,8 +1175,13 @@ class Runner {
   int rotation_sets(std::size_t set_bytes) const {
     if (set_bytes >= 2 * l2_) return 1;
     const std::size_t want = (2 * l2_ + set_bytes - 1) / set_bytes;
-    return static_cast<int>(std::clamp<std::size_t>(want, 1, (std::size_t{1} << 30) / set_bytes));
+    const int sets = static_cast<int>(std::clamp<std::size_t>(want, 1, (std::size_t{1} << 30) / set_bytes));
+    return std::min(sets, max_sets());
   }
+
+  // The most buffer sets a cold mode rotates over. A check-only run times nothing, so the L2 need not be
+  // defeated: two sets take the rotation's path, and spare an emulated device filling twice the L2 each case.
+  int max_sets() const { return opt_.check_only ? 2 : std::numeric_limits<int>::max(); }
 
   static void with_rotation(Bench& b, const LaunchFn& launch, int sets) {
     b.hot = [launch](long) { launch(0); };
@@ -1234,6 +1294,14 @@ class Runner {
       fmt::print("\n");
       last_group_ = r.group;
     }
+    if (opt_.check_only) {
+      // The modes launched in place of their times; "checked" where a timed run would say "ok".
+      const std::string launched = r.launched.empty() ? "-" : fmt::format("{}", fmt::join(r.launched, ", "));
+      fmt::print("{:<34} {:<24} {:<12} {:<18}  {}\n", r.group + "/" + r.op, r.shape, r.impl, launched,
+                 r.check == "ok" ? "checked" : r.check);
+      std::fflush(stdout);
+      return;
+    }
     const std::optional<Stats>& rate = r.hot ? r.hot : r.cold;
     auto us = [](const std::optional<Stats>& st) { return st ? fmt::format("{:.2f}", st->median) : "-"; };
     std::string hot = "-";
@@ -1271,6 +1339,17 @@ class Runner {
     auto launch = [&](long long* timer) {
       enqueue_persistent_steps(view, batch, kGlobalBatch, sgd, /*first=*/0, kPhaseSteps, blocks, s, timer);
     };
+    if (opt_.check_only) {
+      // One launch, with the phase timer (the longer path): no figure to report, and each launch of 64
+      // steps costs an emulated device seconds.
+      DeviceBuffer<long long> cycles(3);
+      CUDA_CHECK(cudaMemsetAsync(cycles.data(), 0, cycles.bytes(), s));
+      launch(cycles.data());
+      CUDA_CHECK(cudaStreamSynchronize(s));
+      fmt::print("  persistent, {} steps a launch, with the phase timer: launched once, untimed\n",
+                 kPhaseSteps);
+      return;
+    }
     const Stats per_step =
         per_operation(time_stream([&](long) { launch(nullptr); }, s, timing_), kPhaseSteps);
     DeviceBuffer<long long> cycles(3);
@@ -1401,13 +1480,28 @@ int run(int argc, char** argv) {
   app.add_option("--rounds", o.rounds, "With --epoch: rounds, each variant once per round")
       ->check(CLI::Range(1, 100))
       ->capture_default_str();
+  app.add_option("--epoch-steps", o.epoch_steps,
+                 "With --epoch: at most N steps an epoch (a training set of N x 64 random rows; default: "
+                 "60,000 rows, 938 steps)")
+      ->check(CLI::Range(1, 1000000));
+  app.add_flag(
+      "--check-only", o.check_only,
+      "Time nothing: set up every selected benchmark, check it as a timed run does (a failed check "
+      "still exits 1), launch each mode as few times as the timing allows, and print no time (the "
+      "JSON says \"check_only\": true and has no times). A rehearsal of a GPU run: runs on emulated "
+      "devices too. --repeats and --rounds are ignored (--epoch: one round, one epoch in place of the "
+      "timed ones; --epoch-steps keeps it short)");
   CLI11_PARSE(app, argc, argv);
+  if (o.epoch_steps > 0 && !o.epoch)
+    throw std::invalid_argument("--epoch-steps: only with --epoch (the kernel rows have no epochs)");
 
   if (o.epoch) {
     EpochBenchOptions e;
     e.device = o.device;
     if (o.repeats > 0) e.repeats = o.repeats;
     e.rounds = o.rounds;
+    e.max_steps = o.epoch_steps;
+    e.check_only = o.check_only;
     e.gemm = o.epoch_gemm;
     e.json_path = o.json_path;
     e.variants = split_commas(epoch_variants);
@@ -1443,7 +1537,7 @@ int run(int argc, char** argv) {
   }
 
   std::string why;
-  const int devices = usable_devices(why);
+  const int devices = usable_devices(why, o.check_only);
   if (devices == 0) return report_no_gpu(kProgram, why, "The CPU ops have mnist-dp-cpu-bench.");
   if (o.device >= devices)
     throw std::invalid_argument(
@@ -1451,17 +1545,25 @@ int run(int argc, char** argv) {
 
   Runner runner(o, o.device);
   const nlohmann::json dev = device_json(o.device);
-  fmt::print("{} on {} (cc {}, {} SMs, L2 {} MiB), CUDA runtime {}, driver API {}; host load {:.2f}\n",
-             kProgram, dev["name"].get<std::string>(), dev["compute_capability"].get<std::string>(),
-             dev["sm_count"].get<int>(), dev["l2_bytes"].get<std::size_t>() >> 20,
-             dev["cuda_runtime"].get<std::string>(), dev["cuda_driver_api"].get<std::string>(),
-             load_average());
-  fmt::print(
-      "Median over repeats of (event time of N back-to-back launches) / N. hot: the same buffers each launch "
-      "(as in training,\nwhere everything lives in L2); cold: buffers rotated over twice the L2; graph: the "
-      "N launches in one CUDA graph.\nRates and ceiling fractions from the hot time (the cold one where "
-      "there "
-      "is no hot). xlaunch: time / (launches x empty-kernel launch).\n\n");
+  if (o.check_only) {
+    fmt::print("{} --check-only on {} (cc {}, {} SMs), CUDA runtime {}: {}.\n", kProgram,
+               dev["name"].get<std::string>(), dev["compute_capability"].get<std::string>(),
+               dev["sm_count"].get<int>(), dev["cuda_runtime"].get<std::string>(), check_only_note());
+    fmt::print(
+        "Each row: its check against the CPU reference, then each of its modes (hot, cold over 2 buffer "
+        "sets, graph) launched untimed.\n\n");
+  } else {
+    fmt::print("{} on {} (cc {}, {} SMs, L2 {} MiB), CUDA runtime {}, driver API {}; host load {:.2f}\n",
+               kProgram, dev["name"].get<std::string>(), dev["compute_capability"].get<std::string>(),
+               dev["sm_count"].get<int>(), dev["l2_bytes"].get<std::size_t>() >> 20,
+               dev["cuda_runtime"].get<std::string>(), dev["cuda_driver_api"].get<std::string>(),
+               load_average());
+    fmt::print(
+        "Median over repeats of (event time of N back-to-back launches) / N. hot: the same buffers each "
+        "launch (as in training,\nwhere everything lives in L2); cold: buffers rotated over twice the L2; "
+        "graph: the N launches in one CUDA graph.\nRates and ceiling fractions from the hot time (the cold "
+        "one where there is no hot). xlaunch: time / (launches x empty-kernel launch).\n\n");
+  }
   runner.measure_ceilings();
   runner.print_ceilings();
   runner.print_header();
@@ -1475,6 +1577,9 @@ int run(int argc, char** argv) {
     std::fprintf(stderr, "%s: some checks failed or calls failed: see the check column\n", kProgram);
     return 1;
   }
+  if (o.check_only && runner.count() > 0)
+    fmt::print("\n{} rows checked, nothing timed{}\n", runner.count(),
+               devices_emulated() ? " (emulated devices)" : "");
   return 0;
 }
 
