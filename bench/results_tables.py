@@ -33,7 +33,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join("bench", "results")
 MARKER = re.compile(r"^<!-- results-table: (\S+) -->\s*$")
 RECORD_KEYS = ["record", "name", "title", "date", "commit", "machine", "commands", "figures"]
-FIGURE_KINDS = {"compare", "gemm_survey", "multiprocess", "emu_step", "emu_epoch_check", "cpu_ops", "fuzz"}
+FIGURE_KINDS = {"compare", "gemm_survey", "multiprocess", "emu_step", "emu_epoch_check", "cpu_ops", "fuzz",
+                "gpu_session"}
 
 
 def load_records(root):
@@ -214,6 +215,11 @@ TABLES = {}
 
 def table(table_id, doc, records, text):
     TABLES[table_id] = {"doc": doc, "records": records, "text": text.strip("\n")}
+
+
+def built_table(table_id, doc, build):
+    """A table whose rows depend on the records (build(records) gives its lines), not a fixed template."""
+    TABLES[table_id] = {"doc": doc, "build": build}
 
 
 CPU_1113 = "PyTorch 1.13 (OpenBLAS {kernels}), data in one tensor"
@@ -465,12 +471,78 @@ def fill(template, names):
 
 def render(table_id, records):
     t = TABLES[table_id]
+    if "build" in t:
+        return t["build"](records)
     names = dict(HELPERS)
     for short, name in t["records"].items():
         if name not in records:
             raise Missing(f"no record {RESULTS}/{name}/record.json")
         names[short] = records[name]
     return [fill(line, names) for line in t["text"].splitlines()]
+
+
+# --- The GPU run's tables: from the newest record of scripts/gpu-session.sh (bench/gpu_record.py writes it) ----------
+
+GPU_NONE = ["| GPU run | figures |", "|---|---|",
+            "| none recorded yet | these programs have not run on a GPU; no GPU figure is quoted, and none is estimated |"]
+
+
+def newest_gpu_session(records, rehearsals=False):
+    """The newest record of a GPU run; with rehearsals, of a run on emulated devices too (a real run first)."""
+    sessions = [r for r in records.values() if "gpu_session" in r.get("figures", {})]
+    real = [r for r in sessions if not r["figures"]["gpu_session"]["emulated"]]
+    sessions = real or (sessions if rehearsals else [])
+    return max(sessions, key=lambda r: (r["date"], r["name"])) if sessions else None
+
+
+def gpu_us(value, emulated):
+    if emulated:
+        return "emulated"
+    return "-" if value is None else f"{value:.2f}"
+
+
+def gpu_acc(value):
+    return "-" if value is None else f"{value * 100:.2f}%"
+
+
+def gpu_paths_table(records, detail):
+    rec = newest_gpu_session(records)
+    if rec is None:
+        return GPU_NONE
+    g = rec["figures"]["gpu_session"]
+    emulated = g["emulated"]
+    where = f"`bench/results/{rec['name']}/`" + (", EMULATED: a rehearsal, no GPU result" if emulated else "")
+    head = f"| path ({where}) | us/step | test accuracy |" + (" options | plain's bits |" if detail else "")
+    lines = [head, "|---|---:|---:|" + ("---|---|" if detail else "")]
+    for r in g["train"]:
+        us = "-" if emulated and r["name"] == "cpu" else gpu_us(r.get("step_us"), emulated)
+        row = f"| mnist-dp {r['name']} | {us} | {gpu_acc(r.get('test_accuracy'))} |"
+        if detail:
+            bits = {True: "equal", False: "DIFFER"}.get(r.get("same_bits_as_plain"), "")
+            row += f" `{r['options']}` | {bits} |"
+        lines.append(row)
+    for variant, v in g["pytorch"].items():
+        row = f"| PyTorch {v.get('torch', '')} {variant} | {gpu_us(v.get('step_us'), emulated)} | " \
+              f"{gpu_acc(v.get('test_accuracy'))} |"
+        lines.append(row + (" `bench/peers/simplenet_pytorch.py` | |" if detail else ""))
+    return lines
+
+
+def gpu_phases_table(records):
+    rec = newest_gpu_session(records, rehearsals=True)
+    if rec is None:
+        return GPU_NONE
+    g = rec["figures"]["gpu_session"]
+    what = "EMULATED rehearsal, no GPU result" if g["emulated"] else "GPU run"
+    lines = [f"| phase (`bench/results/{rec['name']}/`, {what}) | result | seconds | detail |", "|---|---|---:|---|"]
+    for p in rec["figures"]["gpu_session"]["phases"]:
+        lines.append(f"| {p['name']} | {p['result']} | {p['seconds']} | {p['detail']} |")
+    return lines
+
+
+built_table("gpu-readme", "README.md", lambda records: gpu_paths_table(records, detail=False))
+built_table("gpu-paths", "docs/benchmarks.md", lambda records: gpu_paths_table(records, detail=True))
+built_table("gpu-phases", "docs/gpu-run.md", gpu_phases_table)
 
 
 # --- A record's own tables (--show) --------------------------------------------------------------------------------
@@ -621,9 +693,21 @@ def show_fuzz(rec):
     return lines
 
 
+def show_gpu_session(rec):
+    g = section(rec, "gpu_session")
+    records = {rec["name"]: rec}
+    lines = gpu_phases_table(records)
+    if not g["emulated"]:
+        lines += [""] + gpu_paths_table(records, detail=True)
+    for kind, rows in g["bench"].items():
+        lines.append(f"{kind}: {json.dumps(rows)}")
+    lines += [f"sanitizer: {s}" for s in g["sanitizer"]]
+    return lines
+
+
 SHOW = {"compare": show_compare, "gemm_survey": show_gemm_survey, "multiprocess": show_multiprocess,
         "emu_step": show_emu_step, "emu_epoch_check": show_emu_epoch_check, "cpu_ops": show_cpu_ops,
-        "fuzz": show_fuzz}
+        "fuzz": show_fuzz, "gpu_session": show_gpu_session}
 
 
 def show(rec):

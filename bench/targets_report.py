@@ -1,16 +1,18 @@
 #!/usr/bin/python3
-"""The fast path's targets, decided from one scripts/gpu-bench.sh run folder.
+"""The fast path's targets, decided from one run of the GPU benchmarks (scripts/gpu-session.sh).
 
-    bench/targets_report.py DIR [--out FILE]
+    bench/targets_report.py DIR [--session FILE] [--out FILE]
 
-DIR is gpu-bench.sh's OUT: epoch-GEMM.json files (mnist-dp-bench --epoch --json) and compare/compare.json
-(bench/compare.sh). Prints markdown: each GEMM's epoch variants with their time per step, and then each target
-with the figures it was decided from:
+DIR holds epoch-GEMM.json files (mnist-dp-bench --epoch --json) and, unless --session names a
+scripts/gpu-session.sh run's session.json (whose training paths and PyTorch runs then stand for it),
+compare/compare.json (bench/compare.sh). Prints markdown: each GEMM's epoch variants with their time per step,
+and then each target with the figures it was decided from:
 
   step      at most 10 us per step, averaged over an epoch: the fastest variant's median epoch over its steps
             (mnist-dp-bench --epoch: data, shuffle and the all-reduce inside, no host wait)
   eager     at least 10x PyTorch eager with the data on the GPU, per epoch: pytorch-tensor's headline epoch time
-            over mnist-dp's fastest CUDA configuration's, from one bench/compare.sh run
+            over mnist-dp's fastest CUDA configuration's (TF32 left out), from one bench/compare.sh or
+            scripts/gpu-session.sh run
   fastest   at least 3x the fastest other PyTorch variant that ran (pytorch-graphs, pytorch-compile), likewise
   accuracy  that fastest configuration's final test accuracy equal to the plain path's (mnistdp-cuda-blocked)
   bits      every variant of every epoch run ending with the plain variant's parameters (same_parameters)
@@ -21,6 +23,7 @@ import argparse
 import glob
 import json
 import os
+import statistics
 import sys
 
 STEP_TARGET_US = 10.0
@@ -63,11 +66,36 @@ def speedup_line(target, times, peer, ours, missing):
             f"{ours['seconds_per_epoch'] * 1e3:.2f} ms: {ratio:.2f}x | {verdict(True, ratio >= times)} |")
 
 
-def report(folder):
+def median_epoch(seconds):
+    """The headline epoch time: the median over the epochs after the first (start-up, capture), or the only one."""
+    timed = seconds[1:] if len(seconds) > 1 else seconds
+    return statistics.median(timed) if timed else None
+
+
+def session_rows(session):
+    """A scripts/gpu-session.sh run's training paths and PyTorch runs, as compare.json's rows."""
+    figures = session.get("figures", {})
+    rows = []
+    for r in figures.get("train", []):
+        if r["name"] in ("cpu", "tf32") or r.get("exit") != 0 or not r.get("epoch_s"):
+            continue
+        rows.append({"name": f"mnistdp-cuda-{r['name']}", "status": "ok",
+                     "seconds_per_epoch": median_epoch(r["epoch_s"]), "final_test_accuracy": r["test_accuracy"]})
+    for variant, v in figures.get("pytorch", {}).items():
+        if v.get("epoch_s"):
+            rows.append({"name": f"pytorch-{variant}", "status": "ok", "seconds_per_epoch": median_epoch(v["epoch_s"]),
+                         "final_test_accuracy": v["test_accuracy"]})
+    return {"rows": rows}
+
+
+def report(folder, session=None):
     lines = []
     runs = epoch_runs(folder)
-    compare = load_json(os.path.join(folder, "compare", "compare.json")) if os.path.exists(
-        os.path.join(folder, "compare", "compare.json")) else None
+    if session is not None:
+        compare = session_rows(session)
+    else:
+        path = os.path.join(folder, "compare", "compare.json")
+        compare = load_json(path) if os.path.exists(path) else None
 
     lines.append("## Epochs (mnist-dp-bench --epoch)")
     lines.append("")
@@ -97,11 +125,11 @@ def report(folder):
 
     rows = {r["name"]: r for r in (compare or {}).get("rows", []) if r.get("status") == "ok"}
     ours = {n: r for n, r in rows.items() if n.startswith("mnistdp-cuda")}
+    plain = rows.get(PLAIN_CONFIGURATION) or rows.get("mnistdp-cuda-plain")
     best = min(ours.values(), key=lambda r: r["seconds_per_epoch"]) if ours else None
     eager = rows.get("pytorch-tensor")
     others = [rows[n] for n in ("pytorch-graphs", "pytorch-compile") if n in rows]
     fastest_peer = min(others, key=lambda r: r["seconds_per_epoch"]) if others else None
-    plain = rows.get(PLAIN_CONFIGURATION)
 
     lines.append("## Targets")
     lines.append("")
@@ -130,12 +158,18 @@ def report(folder):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("folder", help="scripts/gpu-bench.sh's OUT folder")
+    parser.add_argument("folder", help="the folder of the epoch runs (and of compare/compare.json)")
+    parser.add_argument("--session", help="a scripts/gpu-session.sh run's session.json, in place of compare.json")
     parser.add_argument("--out", help="also write the markdown here")
     args = parser.parse_args()
     if not os.path.isdir(args.folder):
         sys.exit(f"targets_report.py: {args.folder}: not a folder")
-    text = report(args.folder)
+    session = None
+    if args.session:
+        session = load_json(args.session)
+        if session is None:
+            sys.exit(f"targets_report.py: --session {args.session}: cannot read it")
+    text = report(args.folder, session)
     print(text)
     if args.out:
         with open(args.out, "w") as f:

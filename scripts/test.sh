@@ -66,6 +66,10 @@ stage "test emu-tsan: ThreadSanitizer" tsan_tests
 # library the programs load is checked (scripts/gpu/check-isolated-build.sh). Passes, saying so, without a toolkit.
 stage "gpu preset against .devdeps alone" scripts/gpu/check-isolated-build.sh
 
+# The GPU run rehearsed on emulated devices (docs/gpu-run.md): scripts/gpu-session.sh --emulated end to end, its
+# summary, the files it leaves, and bench/gpu_record.py on them (in copies of the repository).
+stage "gpu session rehearsed on emulated devices" tests/scripts/test_gpu_session.sh
+
 # The CPU test suite again, under AddressSanitizer and UBSan (preset debug): any report fails its test. Left
 # out for time, as each takes a minute or more at -O0 under the sanitizers: the finite-difference check of
 # the reference backward pass, the 5-epoch accuracy run and the command-line checkpoint and multi-process

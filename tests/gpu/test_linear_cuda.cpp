@@ -122,7 +122,7 @@ TEST_CASE("cuBLAS in TF32 stays within TF32's rounding of the reference", "[gpu]
   // TF32 keeps 10 of fp32's 23 bits of mantissa: each input is off by up to 2^-11 of itself, each product by
   // about 2^-10, and the sums stay in fp32. With inputs of both signs the normwise error (gpu_test_util.hpp)
   // then stays near 2^-10, about 1e-3; 5e-3 leaves room for how the sums grow. The error is printed: it is
-  // what the option costs in precision, beside the accuracy that scripts/gpu-check.sh trains to.
+  // what the option costs in precision, beside the accuracy that scripts/gpu-session.sh trains to.
   constexpr double kTf32Tolerance = 5e-3;
   const int batch = GENERATE(21, 64);
   const int in = GENERATE(33, 256, 784);

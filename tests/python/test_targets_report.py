@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""bench/targets_report.py on made-up gpu-bench folders: each verdict follows from the figures, and a missing
-figure is "not measured", never met.
+"""bench/targets_report.py on made-up benchmark folders and session reports: each verdict follows from the
+figures, and a missing figure is "not measured", never met.
 
     test_targets_report.py --script bench/targets_report.py
 """
@@ -27,14 +27,26 @@ def row(name, ms, accuracy=0.84, status="ok"):
     return {"name": name, "status": status, "seconds_per_epoch": ms / 1e3, "final_test_accuracy": accuracy}
 
 
-def run(script, files):
+def run(script, files, session=False):
+    """The report on a folder of these files; with session, session.json stands for compare.json (--session)."""
     with tempfile.TemporaryDirectory() as folder:
         for path, content in files.items():
             os.makedirs(os.path.dirname(os.path.join(folder, path)) or folder, exist_ok=True)
             with open(os.path.join(folder, path), "w") as f:
                 json.dump(content, f)
-        out = subprocess.run([sys.executable, script, folder], capture_output=True, text=True, check=True)
+        extra = ["--session", os.path.join(folder, "session.json")] if session else []
+        out = subprocess.run([sys.executable, script, folder] + extra, capture_output=True, text=True, check=True)
         return out.stdout
+
+
+def path_run(name, epoch_ms, accuracy=0.84, exit_status=0):
+    """A training path of a scripts/gpu-session.sh run: three epochs, the first slower (start-up)."""
+    return {"name": name, "exit": exit_status, "test_accuracy": accuracy,
+            "epoch_s": [epoch_ms * 3 / 1e3, epoch_ms / 1e3, epoch_ms / 1e3]}
+
+
+def peer_run(epoch_ms):
+    return {"epoch_s": [epoch_ms * 5 / 1e3, epoch_ms / 1e3, epoch_ms / 1e3], "test_accuracy": 0.84}
 
 
 def target_line(text, start):
@@ -80,6 +92,26 @@ def main():
     expect("missed", missed, "at least 3x", "NOT met")
     expect("missed", missed, "the plain path's final accuracy", "NOT met")
     expect("missed", missed, "the plain path's parameters", "NOT met")
+
+    # From a scripts/gpu-session.sh run: 9 ms against eager's 100 and graphs' 30 (met); TF32's 5 ms left out. The
+    # first epoch of each is slower and must not count.
+    session = run(script, {
+        "epoch-slab.json": epoch_run({"plain": 30.0, "fused-step+pdl": 8.0}),
+        "session.json": {"figures": {
+            "train": [path_run("plain", 30), path_run("fast-path", 9), path_run("tf32", 5, 0.83),
+                      path_run("cpu", 1)],
+            "pytorch": {"tensor": peer_run(100), "graphs": peer_run(30), "compile": peer_run(40)}}}}, session=True)
+    for start in ("at least 10x", "at least 3x", "the plain path's final accuracy"):
+        expect("session, met", session, start, "met")
+    if "mnistdp-cuda-fast-path 9.00 ms" not in session:
+        failures.append("the session's fastest path (TF32 and the CPU left out) is named:\n" + session)
+    # The same run, the fast path at 12 ms with another accuracy: missed.
+    session_missed = run(script, {
+        "session.json": {"figures": {
+            "train": [path_run("plain", 30), path_run("fast-path", 12, 0.83)],
+            "pytorch": {"tensor": peer_run(100), "graphs": peer_run(30)}}}}, session=True)
+    for start in ("at least 10x", "at least 3x", "the plain path's final accuracy"):
+        expect("session, missed", session_missed, start, "NOT met")
 
     # Nothing measured: an empty folder, and peers that failed.
     empty = run(script, {"compare/compare.json": {"rows": [row("pytorch-graphs", 30, status="failed")]}})
