@@ -96,6 +96,7 @@ fi
     nvcc --version | tail -2
   fi
   cmake --version | head -1
+  echo "host: $(hostname -s 2>/dev/null)"
   echo "cores: $(nproc)"
   lscpu 2>/dev/null | grep -m1 'Model name'
 } >"$work/environment.txt" 2>&1

@@ -213,7 +213,9 @@ def environment(work):
     except OSError:
         return env
     for line in text.splitlines():
-        if line.startswith("cores: "):
+        if line.startswith("host: "):
+            env["host"] = line.split(": ", 1)[1].strip()
+        elif line.startswith("cores: "):
             env["cpus"] = int(line.split(": ", 1)[1])
         elif "Model name" in line:
             env["cpu"] = line.split(":", 1)[1].strip()
