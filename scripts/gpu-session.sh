@@ -160,8 +160,16 @@ fi
 # The packed files, and the summary last.
 python3 scripts/gpu/session_report.py "$work" --mode "$mode" --commit "$commit" --started "$started" \
   --seconds "$SECONDS" --total "$TOTAL" --out "$OUT" 2>&1 || echo "gpu-session.sh: the report failed (see above)"
-tar -C "$work" -czf "$OUT/logs.tar.gz" --exclude='*.core' . 2>/dev/null ||
+# A file comes back only under 16 MiB: a log over 4 MiB (a sanitizer's, say) keeps its first and last 2 MiB.
+find "$work" -type f -size +4M -print0 | while IFS= read -r -d '' big; do
+  { head -c 2097152 "$big"; printf '\n[... gpu-session.sh kept the first and last 2 MiB of these %s bytes ...]\n' "$(stat -c %s "$big")"
+    tail -c 2097152 "$big"; } >"$big.cut" && mv "$big.cut" "$big"
+done
+tar -C "$work" -czf "$OUT/logs.tar.gz" --exclude='*.core' --exclude='*.safetensors' . 2>/dev/null ||
   echo "gpu-session.sh: could not pack the logs into $OUT/logs.tar.gz"
+if [ "$(stat -c %s "$OUT/logs.tar.gz" 2>/dev/null || echo 0)" -gt 16000000 ]; then
+  echo "gpu-session.sh: logs.tar.gz is over 16 MiB, which does not come back: the summary and session.json do"
+fi
 echo
 if [ -f "$OUT/summary.md" ]; then
   cat "$OUT/summary.md"
