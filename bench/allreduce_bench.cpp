@@ -32,10 +32,10 @@
 #include "bench/bench_common.hpp"
 #include "bench/bench_device.hpp"
 #include "host/model/params.hpp"
-#include "kernels/cuda_check.hpp"
-#include "kernels/cuda_memory.hpp"
+#include "kernels/cuda/runtime/check.hpp"
+#include "kernels/cuda/runtime/memory.hpp"
 #ifdef MNISTDP_BENCH_HAVE_REDUCE
-#include "kernels/reduce_cuda.hpp"
+#include "kernels/cuda/ops/replica_sum.hpp"
 #endif
 
 namespace mnistdp::bench {
@@ -269,11 +269,11 @@ void print_row(const Row& r, const Ceilings& c, bool check_only) {
 }
 
 // Several replicas on one GPU (NCCL refuses two ranks on one device): the project's in-order sum kernel
-// (kernels/reduce_cuda.hpp), and the whole same-device all-reduce as host/cuda/cuda_communicators.cpp does
-// it, the sum into replica 0's buffer then a copy back to every other replica's (here all on one stream).
-// Checked, then timed like the rows above. mem GB/s counts the bytes that must move: the sum reads R buffers
-// and writes one, each copy reads and writes one.
-// check_only: each size checked and launched as few times as the timing allows, and no time reported.
+// (kernels/cuda/ops/replica_sum.hpp), and the whole same-device all-reduce as
+// host/cuda/cuda_communicators.cpp does it, the sum into replica 0's buffer then a copy back to every other
+// replica's (here all on one stream). Checked, then timed like the rows above. mem GB/s counts the bytes that
+// must move: the sum reads R buffers and writes one, each copy reads and writes one. check_only: each size
+// checked and launched as few times as the timing allows, and no time reported.
 nlohmann::json same_device_section(const std::vector<std::size_t>& all_sizes, int repeats, bool quick,
                                    bool check_only, const Ceilings& ceil, bool& all_ok) {
 #ifndef MNISTDP_BENCH_HAVE_REDUCE
@@ -283,19 +283,21 @@ nlohmann::json same_device_section(const std::vector<std::size_t>& all_sizes, in
   static_cast<void>(check_only);
   static_cast<void>(ceil);
   static_cast<void>(all_ok);
-  const char* why = "skipped: kernels/reduce_cuda.hpp is not in this build";
+  const char* why = "skipped: kernels/cuda/ops/replica_sum.hpp is not in this build";
   fmt::print("\nsame-device reduction (several replicas on one GPU): {}\n", why);
   return why;
 #else
   if (check_only) {
     fmt::print(
-        "\nSame-device all-reduce on GPU 0 (R replicas on one GPU; kernels/reduce_cuda.hpp): the in-order "
+        "\nSame-device all-reduce on GPU 0 (R replicas on one GPU; kernels/cuda/ops/replica_sum.hpp): the "
+        "in-order "
         "sum kernel, and sum + (R-1) copies back, checked against the exact sum, then launched "
         "untimed.\n\n");
     fmt::print("{:>8} {:>12} {:>12}   {}\n", "replicas", "bytes", "floats", "check");
   } else {
     fmt::print(
-        "\nSame-device all-reduce on GPU 0 (R replicas on one GPU; kernels/reduce_cuda.hpp): the in-order "
+        "\nSame-device all-reduce on GPU 0 (R replicas on one GPU; kernels/cuda/ops/replica_sum.hpp): the "
+        "in-order "
         "sum kernel alone, and sum + (R-1) copies back.\nmem GB/s: bytes that must move (sum: (R+1) x bytes; "
         "copies: 2 (R-1) x bytes) / time; %copy: of the device-to-device copy ceiling.\n\n");
     fmt::print("{:>8} {:>12} {:>12}  {:>10} {:>9} {:>6} {:>10} {:>8} {:>9} {:>6}  {}\n", "replicas", "bytes",

@@ -6,10 +6,10 @@
 #include <cstdio>
 #include <utility>
 
-#include "kernels/cuda_check.hpp"
-#include "kernels/cuda_graph.hpp"
-#include "kernels/cuda_memory.hpp"
-#include "kernels/persistent_step_cuda.hpp"
+#include "kernels/cuda/fused/persistent_step.hpp"
+#include "kernels/cuda/runtime/check.hpp"
+#include "kernels/cuda/runtime/graph.hpp"
+#include "kernels/cuda/runtime/memory.hpp"
 
 namespace mnistdp::bench {
 

@@ -71,10 +71,11 @@ std::vector<std::string> split_commas(const std::string& list);
 nlohmann::json device_json(int device);
 // The L2 size of `device`, in bytes.
 std::size_t l2_bytes(int device);
-// Whether `device` takes programmatic dependent launches (kernels/launch_order.hpp): compute capability 9.0+.
+// Whether `device` takes programmatic dependent launches (kernels/cuda/runtime/launch_order.hpp): compute
+// capability 9.0+.
 bool supports_programmatic_launch(int device);
-// Whether `device` runs the persistent step (kernels/persistent_step_cuda.hpp): cooperative launches, and a
-// block of it resident an SM. Makes `device` current.
+// Whether `device` runs the persistent step (kernels/cuda/fused/persistent_step.hpp): cooperative launches,
+// and a block of it resident an SM. Makes `device` current.
 bool supports_persistent_step(int device);
 
 }  // namespace mnistdp::bench

@@ -4,8 +4,8 @@
 #include <algorithm>
 
 #include "bench/bench_device.hpp"
-#include "kernels/cuda_check.hpp"
-#include "kernels/kernel_launch.cuh"
+#include "kernels/cuda/runtime/check.hpp"
+#include "kernels/cuda/runtime/launch.cuh"
 
 namespace mnistdp::bench {
 namespace {

@@ -16,7 +16,7 @@
 #        floating-point operations, over the time) and its time over the floor: those products at one core's
 #        peak (mnist-dp-gemm-survey --peak, FMA chains in the widest vectors; the highest of one measurement before
 #        each round) times the thread count.
-#   cuda (default when nvidia-smi works): mnist-dp --device cuda once per --gemm (naive,tiled,blocked,slab,cublas),
+#   cuda (default when nvidia-smi works): mnist-dp --device cuda once per --gemm (every version the binary lists),
 #        and PyTorch eager with the data on the device (tensor), compile and graphs, with `python3`. --graphs adds a
 #        run per --gemm with mnist-dp's --cuda-graphs (each step replayed as a CUDA graph), named ...-graphs, and
 #        one with --fused-step as well (each step three kernels in one graph), named ...-fused-step, and one with
@@ -42,7 +42,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 command_line="bench/compare.sh$(printf ' %q' "$@")"
 device=auto epochs=3 threads=1 data=/usr/share/datasets/fashion-mnist binary=build/default/mnist-dp
-gemms=naive,tiled,blocked,slab,cublas peers="" python="" coretype="" out="" plot=1 extra="" commit="" rounds=1
+gemms="" peers="" python="" coretype="" out="" plot=1 extra="" commit="" rounds=1
 graphs=0 torch2=auto record=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -76,6 +76,11 @@ esac
 [[ "$threads" =~ ^[1-9][0-9]*$ ]] || { echo "compare.sh: --threads wants a positive whole number" >&2; exit 2; }
 [[ "$rounds" =~ ^[1-9][0-9]*$ ]] || { echo "compare.sh: --rounds wants a positive whole number" >&2; exit 2; }
 [ -x "$binary" ] || { echo "compare.sh: $binary not found: run scripts/build.sh first (or pass --binary)" >&2; exit 1; }
+# Every GEMM version by default, as the binary lists them (kernels/cuda/gemm/gemm_version.hpp's table).
+if [ -z "$gemms" ]; then
+  gemms=$("$binary" train --help | sed -n 's/.*--gemm TEXT:{\([^}]*\)}.*/\1/p')
+  [ -n "$gemms" ] || { echo "compare.sh: $binary train --help lists no --gemm choices" >&2; exit 1; }
+fi
 [ -d "$data" ] || { echo "compare.sh: --data $data: no such folder (scripts/setup.sh installs Fashion-MNIST)" >&2; exit 1; }
 if [ "$device" = cpu ]; then
   : "${python:=/usr/bin/python3}"

@@ -2,7 +2,7 @@
 // of 64, 32, 22 or 8 rows), with Google Benchmark:
 //   ref/...    the reference ops (plain loops: the definition every other implementation is checked against)
 //   cpu/...    the CPU training path: the products as cpu::gemm on feature-major activations
-//              (kernels/linear_cpu.hpp), in the widest instruction set this CPU has
+//              (kernels/cpu/linear.hpp), in the widest instruction set this CPU has
 //   blas/...   the same layer through OpenBLAS (batch-major, the bias and ReLU fused into one pass after it)
 //   step/...   a whole step from the ops (gather, forward, softmax cross-entropy, backward, SGD), with either
 //   replica/.. and through CpuReplica, as the trainer runs it (one replica: no all-reduce)
@@ -36,11 +36,11 @@
 #include "host/cpu/cpu_replica.hpp"
 #include "host/model/init.hpp"
 #include "host/model/params.hpp"
-#include "kernels/gather.hpp"
-#include "kernels/linear.hpp"
-#include "kernels/linear_cpu.hpp"
-#include "kernels/sgd.hpp"
-#include "kernels/softmax_xent.hpp"
+#include "kernels/cpu/linear.hpp"
+#include "kernels/ref/gather.hpp"
+#include "kernels/ref/linear.hpp"
+#include "kernels/ref/sgd.hpp"
+#include "kernels/ref/softmax_xent.hpp"
 #include "mnist_io/dataset.hpp"
 
 namespace mnistdp::bench {

@@ -22,8 +22,8 @@
 #include "host/model/init.hpp"
 #include "host/model/params.hpp"
 #include "host/training/trainer.hpp"
-#include "kernels/cuda_check.hpp"
-#include "kernels/cuda_memory.hpp"
+#include "kernels/cuda/runtime/check.hpp"
+#include "kernels/cuda/runtime/memory.hpp"
 
 namespace mnistdp::bench {
 namespace {
@@ -148,6 +148,23 @@ std::vector<EpochStart> time_epoch_start(const DataSplits& data, int device, int
 
 // The end of a check-only run: each variant's steps, graph and persistent launches and its check, the
 // epoch's start run once each way, and the JSON, with no time anywhere. Returns the exit status.
+// A variant's row of the JSON, without its figures: what it ran, and how its steps were launched.
+nlohmann::json variant_json(const Variant& v) {
+  return {{"variant", v.name},
+          {"cuda_graphs", v.step.cuda_graphs},
+          {"fused_head", v.step.fused_head},
+          {"fused_step", v.step.fused_step},
+          {"programmatic_launch", v.step.programmatic_launch},
+          {"steps_per_graph", v.step.steps_per_graph},
+          {"persistent", v.step.persistent},
+          {"persistent_launches", v.persistent_launches},
+          {"multi_step_launches", v.counts.multi_step},
+          {"steps_per_epoch", v.steps},
+          {"graphs_captured", v.counts.captured},
+          {"graphs_replayed", v.counts.replayed},
+          {"plain_steps_with_graphs_on", v.counts.plain}};
+}
+
 int report_check_only(const std::vector<Variant>& variants, const DataSplits& data,
                       const EpochBenchOptions& o, const nlohmann::json& dev, bool same, bool cublas) {
   fmt::print(
@@ -168,21 +185,10 @@ int report_check_only(const std::vector<Variant>& variants, const DataSplits& da
                fmt::format("{}/{}/{} ({})", v.counts.captured, v.counts.replayed, v.counts.plain,
                            v.counts.multi_step),
                v.persistent_launches, check);
-    rows.push_back({{"variant", v.name},
-                    {"cuda_graphs", v.step.cuda_graphs},
-                    {"fused_head", v.step.fused_head},
-                    {"fused_step", v.step.fused_step},
-                    {"programmatic_launch", v.step.programmatic_launch},
-                    {"steps_per_graph", v.step.steps_per_graph},
-                    {"persistent", v.step.persistent},
-                    {"persistent_launches", v.persistent_launches},
-                    {"multi_step_launches", v.counts.multi_step},
-                    {"steps_per_epoch", v.steps},
-                    {"epochs", epochs},
-                    {"graphs_captured", v.counts.captured},
-                    {"graphs_replayed", v.counts.replayed},
-                    {"plain_steps_with_graphs_on", v.counts.plain},
-                    {"same_parameters_as_first", equal}});
+    nlohmann::json row = variant_json(v);
+    row["epochs"] = epochs;
+    row["same_parameters_as_first"] = equal;
+    rows.push_back(row);
   }
   fmt::print("\nfinal parameters of the variants: {}\n",
              same ? "bit-identical" : "DIFFERENT (a fast path does not compute the plain step)");
@@ -332,21 +338,10 @@ int run_epoch_bench(const EpochBenchOptions& requested) {
     fmt::print("{:<18} {:>6} {:>12.3f} {:>10.2f} {:>10.2f} {:>10.2f} {:>9.2f}  {}/{}/{} ({}); {}\n", v.name,
                v.steps, ms.median, us.median, us.p10, us.p90, plain.median / us.median, v.counts.captured,
                v.counts.replayed, v.counts.plain, v.counts.multi_step, v.persistent_launches);
-    rows.push_back({{"variant", v.name},
-                    {"cuda_graphs", v.step.cuda_graphs},
-                    {"fused_head", v.step.fused_head},
-                    {"fused_step", v.step.fused_step},
-                    {"programmatic_launch", v.step.programmatic_launch},
-                    {"steps_per_graph", v.step.steps_per_graph},
-                    {"persistent", v.step.persistent},
-                    {"persistent_launches", v.persistent_launches},
-                    {"multi_step_launches", v.counts.multi_step},
-                    {"steps_per_epoch", v.steps},
-                    {"epoch_ms", {{"median_ms", ms.median}, {"p10_ms", ms.p10}, {"p90_ms", ms.p90}}},
-                    {"step_us", to_json(us)},
-                    {"graphs_captured", v.counts.captured},
-                    {"graphs_replayed", v.counts.replayed},
-                    {"plain_steps_with_graphs_on", v.counts.plain}});
+    nlohmann::json row = variant_json(v);
+    row["epoch_ms"] = {{"median_ms", ms.median}, {"p10_ms", ms.p10}, {"p90_ms", ms.p90}};
+    row["step_us"] = to_json(us);
+    rows.push_back(row);
   }
   fmt::print("\nfinal parameters of the variants: {}\n",
              same ? "bit-identical" : "DIFFERENT (a fast path does not compute the plain step)");

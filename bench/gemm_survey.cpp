@@ -25,8 +25,8 @@
 
 #include "bench/bench_stats.hpp"
 #include "host/cpu/cache_aligned.hpp"
-#include "kernels/cpu_gemm.hpp"
-#include "kernels/sgd.hpp"
+#include "kernels/cpu/gemm.hpp"
+#include "kernels/ref/sgd.hpp"
 
 #if defined(MNISTDP_SURVEY_DNNL)
 #include <dnnl.h>
@@ -68,7 +68,7 @@ std::vector<Product> step_products(int batch) {
       {"fc1.dWT xT.dH", in, hidden, batch, true, false},  // [784, 256]
       {"fc1.dW dHT.xT", hidden, in, batch, true, true},   // x gathered transposed, [784, batch]
       // Activations feature-major ([features, rows]), weights as PyTorch stores them: the form of
-      // kernels/linear_cpu.hpp, in which A is always broadcast and B read by rows.
+      // kernels/cpu/linear.hpp, in which A is always broadcast and B read by rows.
       {"fm fc1.fwd w1.xT", hidden, batch, in, false, false},
       {"fm fc2.fwd w2.hT", classes, batch, hidden, false, false},
       {"fm fc2.dWT hT.dl", hidden, classes, batch, false, false},
@@ -121,7 +121,7 @@ struct Cblas {
   }
 };
 
-// The project's own product (kernels/cpu_gemm.hpp): A broadcast, B by rows, so B is never transposed.
+// The project's own product (kernels/cpu/gemm.hpp): A broadcast, B by rows, so B is never transposed.
 Sgemm mnistdp_fn(mnistdp::cpu::Isa isa) {
   return [isa](const Product& p, const float* a, const float* b, float* c) {
     if (p.trans_b) throw std::runtime_error("not this product's form (B transposed)");

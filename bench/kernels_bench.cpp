@@ -44,19 +44,19 @@
 #include "bench/epoch_bench.hpp"
 #include "host/cuda/fused_kernels.hpp"
 #include "host/model/params.hpp"
-#include "kernels/accuracy_cuda.hpp"
-#include "kernels/cuda_check.hpp"
-#include "kernels/cuda_memory.hpp"
-#include "kernels/gather.hpp"
-#include "kernels/gather_cuda.hpp"
-#include "kernels/gemm_cuda.hpp"
-#include "kernels/linear.hpp"
-#include "kernels/linear_cuda.hpp"
-#include "kernels/sgd.hpp"
-#include "kernels/sgd_cuda.hpp"
-#include "kernels/softmax_xent.hpp"
-#include "kernels/softmax_xent_cuda.hpp"
-#include "kernels/thrust_scratch.hpp"
+#include "kernels/cuda/gemm/gemm.hpp"
+#include "kernels/cuda/ops/gather.hpp"
+#include "kernels/cuda/ops/linear.hpp"
+#include "kernels/cuda/ops/sgd.hpp"
+#include "kernels/cuda/ops/softmax_xent.hpp"
+#include "kernels/cuda/runtime/check.hpp"
+#include "kernels/cuda/runtime/memory.hpp"
+#include "kernels/cuda/thrust/accuracy.hpp"
+#include "kernels/cuda/thrust/scratch.hpp"
+#include "kernels/ref/gather.hpp"
+#include "kernels/ref/linear.hpp"
+#include "kernels/ref/sgd.hpp"
+#include "kernels/ref/softmax_xent.hpp"
 
 namespace mnistdp::bench {
 namespace {
@@ -249,7 +249,7 @@ void parallel_for(int n, const std::function<void(int, int)>& body) {
 
 // --------------------------------------------------------------------------------------------- GEMM cases
 
-// The three orientations of a linear layer's products (kernels/linear.cu):
+// The three orientations of a linear layer's products (kernels/cuda/ops/linear.cu):
 //   fwd  C[m, n] = A[m, k] B[n, k]^T   (+ bias, ReLU)      y  = x w^T + b
 //   dw   C[m, n] = A[k, m]^T B[k, n]                       dw = dy^T x
 //   dx   C[m, n] = A[m, k] B[k, n]     (x ReLU mask)       dx = dy w
@@ -540,24 +540,27 @@ struct StepVariant {
     return std::string(gemm_impl_name(impl)) + (fused_head ? "+head" : "");
   }
 };
-constexpr StepVariant kStepVariants[] = {{GemmImpl::naive, false},
-                                         {GemmImpl::tiled, false},
-                                         {GemmImpl::blocked, false},
-                                         {GemmImpl::slab, false},
-                                         {GemmImpl::cublas, false},
-                                         {GemmImpl::blocked, true},
-                                         {GemmImpl::slab, true},
-                                         {GemmImpl::slab, true, true},
-                                         {GemmImpl::slab, true, true, true},
-                                         {GemmImpl::slab, true, true, false, true}};
+// Every GEMM version's plain step (kGemmVersions, kernels/cuda/gemm/gemm_version.hpp), then the fused ones.
+const std::vector<StepVariant> kStepVariants = [] {
+  std::vector<StepVariant> v;
+  for (const GemmVersion& version : kGemmVersions)
+    v.push_back({version.impl, false});
+  v.insert(v.end(), {{GemmImpl::blocked, true},
+                     {GemmImpl::slab, true},
+                     {GemmImpl::slab, true, true},
+                     {GemmImpl::slab, true, true, true},
+                     {GemmImpl::slab, true, true, false, true}});
+  return v;
+}();
 
 std::vector<ImplChoice> impls_for(const GemmCase& g) {
-  std::vector<ImplChoice> v = {{"naive", GemmImpl::naive, true},
-                               {"tiled", GemmImpl::tiled, true},
-                               {"blocked", GemmImpl::blocked, true},
-                               {"slab", GemmImpl::slab, true},
-                               {g.epilogue() ? "cublas+epi" : "cublas", GemmImpl::cublas, true}};
-  if (g.epilogue()) v.push_back({"cublas-only", GemmImpl::cublas, false});
+  std::vector<ImplChoice> v;
+  for (const GemmVersion& version : kGemmVersions) {
+    // A library's product takes its epilogue as a kernel of its own: timed with it, and without it.
+    const bool separate_epilogue = version.needs_cublas && g.epilogue();
+    v.push_back({std::string(version.name) + (separate_epilogue ? "+epi" : ""), version.impl, true});
+    if (separate_epilogue) v.push_back({std::string(version.name) + "-only", version.impl, false});
+  }
   return v;
 }
 
@@ -1460,9 +1463,8 @@ int run(int argc, char** argv) {
   app.add_flag("--list", o.list, "List the benchmark ids (no GPU needed) and exit");
   app.add_flag("--epoch", o.epoch,
                "Time whole training epochs instead, launched the plain way and replayed as CUDA graphs");
-  app.add_option("--epoch-gemm", o.epoch_gemm,
-                 "With --epoch: the matrix product (naive, tiled, blocked, slab, cublas)")
-      ->check(CLI::IsMember({"naive", "tiled", "blocked", "slab", "cublas"}))
+  app.add_option("--epoch-gemm", o.epoch_gemm, "With --epoch: the matrix product (" + gemm_names_text() + ")")
+      ->check(CLI::IsMember(gemm_names()))
       ->capture_default_str();
   bool epoch_tf32 = false;
   app.add_flag("--epoch-tf32", epoch_tf32, "With --epoch --epoch-gemm cublas: cuBLAS's products in TF32");

@@ -4,7 +4,7 @@
 #include <catch2/catch.hpp>
 #include <cstdlib>
 
-#include "kernels/cpu_gemm.hpp"
+#include "kernels/cpu/gemm.hpp"
 
 namespace mnistdp::testing {
 

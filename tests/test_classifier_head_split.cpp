@@ -1,11 +1,11 @@
-// The fused classifier head's share-out of its backward work (kernels/classifier_head_split.hpp), walked over
-// every thread of the grid on the CPU: each column of dh, each element of dw and each of db must be taken by
-// exactly one thread, whatever the widths. The kernel itself runs only on a GPU.
+// The fused classifier head's share-out of its backward work (kernels/cuda/fused/classifier_head_split.hpp),
+// walked over every thread of the grid on the CPU: each column of dh, each element of dw and each of db must
+// be taken by exactly one thread, whatever the widths. The kernel itself runs only on a GPU.
 #include <catch2/catch.hpp>
 
 #include <vector>
 
-#include "kernels/classifier_head_split.hpp"
+#include "kernels/cuda/fused/classifier_head_split.hpp"
 
 using namespace mnistdp::head_split;
 

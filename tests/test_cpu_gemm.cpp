@@ -1,5 +1,5 @@
-// The CPU training path's product (kernels/cpu_gemm.hpp) and its feature-major linear layer
-// (kernels/linear_cpu.hpp), in every instruction-set version this CPU can run, against ref:: and exact sums.
+// The CPU training path's product (kernels/cpu/gemm.hpp) and its feature-major linear layer
+// (kernels/cpu/linear.hpp), in every instruction-set version this CPU can run, against ref:: and exact sums.
 // A version the CPU cannot run is reported skipped.
 #include <catch2/catch.hpp>
 
@@ -12,11 +12,11 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cpu_gemm.hpp"
-#include "kernels/cpu_isa_dispatch.hpp"
-#include "kernels/linear.hpp"
-#include "kernels/linear_cpu.hpp"
-#include "kernels/sgd.hpp"
+#include "kernels/cpu/gemm.hpp"
+#include "kernels/cpu/isa_dispatch.hpp"
+#include "kernels/cpu/linear.hpp"
+#include "kernels/ref/linear.hpp"
+#include "kernels/ref/sgd.hpp"
 #include "tests/cpu_isa.hpp"
 
 namespace {

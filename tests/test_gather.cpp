@@ -8,8 +8,8 @@
 #include <random>
 #include <vector>
 
-#include "kernels/gather.hpp"
-#include "kernels/gather_cpu.hpp"
+#include "kernels/cpu/gather.hpp"
+#include "kernels/ref/gather.hpp"
 #include "tests/cpu_isa.hpp"
 
 using mnistdp::ref::normalize_pixel;

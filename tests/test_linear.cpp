@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/linear.hpp"
+#include "kernels/ref/linear.hpp"
 
 namespace {
 

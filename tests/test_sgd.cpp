@@ -7,7 +7,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "kernels/sgd.hpp"
+#include "kernels/ref/sgd.hpp"
 
 namespace {
 

@@ -10,8 +10,8 @@
 #include <random>
 #include <vector>
 
-#include "kernels/softmax_xent.hpp"
-#include "kernels/softmax_xent_cpu.hpp"
+#include "kernels/cpu/softmax_xent.hpp"
+#include "kernels/ref/softmax_xent.hpp"
 
 namespace {
 

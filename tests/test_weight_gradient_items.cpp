@@ -1,12 +1,12 @@
 // How the fused step's last kernel cuts its work into items, and how the persistent step deals them to its
-// blocks (kernels/weight_gradient_items.hpp), walked on the CPU: every parameter must be taken by exactly one
-// item, and every item by exactly one thread of the grid, whatever the shape and the grid. The kernels
-// themselves run only on a GPU.
+// blocks (kernels/cuda/fused/weight_gradient_items.hpp), walked on the CPU: every parameter must be taken by
+// exactly one item, and every item by exactly one thread of the grid, whatever the shape and the grid. The
+// kernels themselves run only on a GPU.
 #include <catch2/catch.hpp>
 
 #include <vector>
 
-#include "kernels/weight_gradient_items.hpp"
+#include "kernels/cuda/fused/weight_gradient_items.hpp"
 
 using namespace mnistdp::weight_items;
 

@@ -13,6 +13,7 @@
 #include "host/command/train_command.hpp"
 #include "host/processes/launch.hpp"
 #include "host/processes/process_group.hpp"
+#include "kernels/cuda/gemm/gemm_version.hpp"
 #include "mnist_io/dataset.hpp"
 #include "mnist_io/idx.hpp"
 
@@ -70,6 +71,17 @@ CLI::Validator real_number(double least, double most, std::string most_text) {
         return {};
       },
       fmt::format("{} to {}", least, most_text));
+}
+
+// "naive (one thread an element), ..., or cublas (cuBLAS, for comparison)": --gemm's help, from the table of
+// versions.
+std::string gemm_choices_text() {
+  std::string text;
+  for (std::size_t i = 0; i < kGemmVersions.size(); ++i) {
+    if (i > 0) text += i + 1 == kGemmVersions.size() ? " or " : ", ";
+    text += fmt::format("{} ({})", kGemmVersions[i].name, kGemmVersions[i].description);
+  }
+  return text;
 }
 
 void add_train_options(CLI::App& train, TrainOptions& o) {
@@ -136,10 +148,8 @@ void add_train_options(CLI::App& train, TrainOptions& o) {
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
       ->capture_default_str();
   train
-      .add_option("--gemm", o.gemm,
-                  "CUDA matrix product: naive, tiled, blocked (register-blocked), slab (small tiles, long k "
-                  "slabs) or cublas")
-      ->check(CLI::IsMember({"naive", "tiled", "blocked", "slab", "cublas"}))
+      .add_option("--gemm", o.gemm, "CUDA matrix product: " + gemm_choices_text())
+      ->check(CLI::IsMember(gemm_names()))
       ->capture_default_str();
   train.add_flag("--cuda-graphs", o.cuda_graphs, "Replay each CUDA training step as one CUDA graph");
   train.add_flag("--fused-head", o.fused_head,
@@ -219,8 +229,8 @@ void add_eval_options(CLI::App& eval, EvalOptions& o) {
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
       ->capture_default_str();
   eval.add_flag("--json", o.json, "Also print the result as one line of JSON, last");
-  eval.add_option("--gemm", o.gemm, "CUDA matrix product: naive, tiled, blocked, slab or cublas")
-      ->check(CLI::IsMember({"naive", "tiled", "blocked", "slab", "cublas"}))
+  eval.add_option("--gemm", o.gemm, "CUDA matrix product: " + gemm_names_text())
+      ->check(CLI::IsMember(gemm_names()))
       ->capture_default_str();
 }
 

@@ -7,12 +7,12 @@
 
 #include "host/command/progress.hpp"
 #include "host/cpu/cpu_replica.hpp"
-#include "kernels/cpu_gemm.hpp"
+#include "kernels/cpu/gemm.hpp"
 
 #ifdef MNISTDP_WITH_CUDA
 #include "host/cuda/cuda_communicators.hpp"
 #include "host/cuda/cuda_replica.hpp"
-#include "kernels/cuda_check.hpp"
+#include "kernels/cuda/runtime/check.hpp"
 #endif
 
 namespace mnistdp {

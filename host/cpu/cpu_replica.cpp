@@ -7,10 +7,10 @@
 
 #include "host/model/init.hpp"
 #include "host/model/params.hpp"
-#include "kernels/gather_cpu.hpp"
-#include "kernels/linear_cpu.hpp"
-#include "kernels/softmax_xent.hpp"
-#include "kernels/softmax_xent_cpu.hpp"
+#include "kernels/cpu/gather.hpp"
+#include "kernels/cpu/linear.hpp"
+#include "kernels/cpu/softmax_xent.hpp"
+#include "kernels/ref/softmax_xent.hpp"
 
 namespace mnistdp {
 

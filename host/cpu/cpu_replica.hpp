@@ -1,13 +1,13 @@
 #pragma once
 // A replica on the CPU: the reference ops where they are cheap, and the matrix products as cpu::gemm, in the
-// widest vectors the CPU has (kernels/linear_cpu.hpp), on activations kept feature-major.
+// widest vectors the CPU has (kernels/cpu/linear.hpp), on activations kept feature-major.
 #include <cstdint>
 #include <vector>
 
 #include "host/cpu/cache_aligned.hpp"
 #include "host/cpu/thread_team.hpp"
 #include "host/training/replica.hpp"
-#include "kernels/linear_cpu.hpp"
+#include "kernels/cpu/linear.hpp"
 #include "mnist_io/dataset.hpp"
 
 namespace mnistdp {
@@ -61,7 +61,7 @@ class CpuReplica final : public Replica {
   std::vector<std::int32_t> order_;  // [train.count]
 
   // Activations, row-major: by rows ([rows, width]) where the name says nothing, feature-major ([width,
-  // rows], kernels/linear_cpu.hpp) where it ends in T.
+  // rows], kernels/cpu/linear.hpp) where it ends in T.
   int capacity_rows_ = 0;
   // The batch, gathered whole (by rows and feature-major at once) by every member of the team into its own
   // copy. The images are read-only and shared by the cores' caches, while a buffer one core writes and

@@ -14,9 +14,9 @@
 
 #include "host/cuda/cuda_replica.hpp"
 #include "host/model/params.hpp"
-#include "kernels/cuda_check.hpp"
-#include "kernels/cuda_memory.hpp"
-#include "kernels/reduce_cuda.hpp"
+#include "kernels/cuda/ops/replica_sum.hpp"
+#include "kernels/cuda/runtime/check.hpp"
+#include "kernels/cuda/runtime/memory.hpp"
 
 namespace mnistdp {
 namespace {

@@ -10,16 +10,16 @@
 #include "host/cuda/fused_kernels.hpp"
 #include "host/model/init.hpp"
 #include "host/model/params.hpp"
-#include "kernels/accuracy_cuda.hpp"
-#include "kernels/classifier_head_cuda.hpp"
-#include "kernels/cuda_check.hpp"
-#include "kernels/epoch_order_cuda.hpp"
-#include "kernels/gather_cuda.hpp"
-#include "kernels/loss_watch.hpp"
-#include "kernels/persistent_step_cuda.hpp"
-#include "kernels/sgd_cuda.hpp"
-#include "kernels/softmax_xent_cuda.hpp"
-#include "kernels/step_cursor_cuda.hpp"
+#include "kernels/cuda/fused/classifier_head.hpp"
+#include "kernels/cuda/fused/persistent_step.hpp"
+#include "kernels/cuda/ops/gather.hpp"
+#include "kernels/cuda/ops/loss_watch.hpp"
+#include "kernels/cuda/ops/sgd.hpp"
+#include "kernels/cuda/ops/softmax_xent.hpp"
+#include "kernels/cuda/ops/step_cursor.hpp"
+#include "kernels/cuda/runtime/check.hpp"
+#include "kernels/cuda/thrust/accuracy.hpp"
+#include "kernels/cuda/thrust/epoch_order.hpp"
 
 namespace mnistdp {
 namespace {
@@ -134,15 +134,6 @@ cudaError_t query_cuda_device(int index, CudaDeviceInfo& info, const char** fail
   if (const cudaError_t status = cudaMemGetInfo(&info.free_memory, &total_bytes); status != cudaSuccess)
     return fail(status, "cudaMemGetInfo");
   return cudaSuccess;
-}
-
-GemmImpl parse_gemm_impl(const std::string& name) {
-  for (GemmImpl impl :
-       {GemmImpl::naive, GemmImpl::tiled, GemmImpl::blocked, GemmImpl::slab, GemmImpl::cublas}) {
-    if (name == gemm_impl_name(impl)) return impl;
-  }
-  throw std::invalid_argument(
-      fmt::format("unknown GEMM implementation '{}': choose naive, tiled, blocked, slab or cublas", name));
 }
 
 CudaReplica::CudaReplica(const DataSplits& data, int device, const CudaStepOptions& options)

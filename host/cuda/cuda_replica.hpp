@@ -23,12 +23,12 @@
 #include "host/cuda/fused_kernels.hpp"
 #include "host/cuda/step_launch.hpp"
 #include "host/training/replica.hpp"
-#include "kernels/cuda_memory.hpp"
-#include "kernels/gemm_impl.hpp"
-#include "kernels/launch_order.hpp"
-#include "kernels/linear_cuda.hpp"
-#include "kernels/loss_watch.hpp"
-#include "kernels/thrust_scratch.hpp"
+#include "kernels/cuda/gemm/gemm_version.hpp"
+#include "kernels/cuda/ops/linear.hpp"
+#include "kernels/cuda/ops/loss_watch.hpp"
+#include "kernels/cuda/runtime/launch_order.hpp"
+#include "kernels/cuda/runtime/memory.hpp"
+#include "kernels/cuda/thrust/scratch.hpp"
 #include "mnist_io/dataset.hpp"
 
 namespace mnistdp {
@@ -60,18 +60,14 @@ std::vector<CudaDeviceInfo> list_cuda_devices(const std::vector<int>& indices, s
 // "cudaGetDeviceProperties" or "cudaMemGetInfo"). `info` may be partly filled after a failure.
 cudaError_t query_cuda_device(int index, CudaDeviceInfo& info, const char** failed_call = nullptr);
 
-// "naive", "tiled", "blocked", "slab" or "cublas"; anything else throws std::invalid_argument listing the
-// choices.
-GemmImpl parse_gemm_impl(const std::string& name);
-
 // How a CudaReplica runs a training step.
 struct CudaStepOptions {
   GemmImpl gemm = GemmImpl::blocked;
   // Replay each step as a CUDA graph (see CudaReplica).
   bool cuda_graphs = false;
-  // fc2's forward and backward, the loss and fc1's bias gradient in one kernel (classifier_head_cuda.hpp),
-  // for shards small enough for it (cuda::classifier_head_fits); the plain launches otherwise. The same bits
-  // as the plain path with every GEMM but cuBLAS.
+  // fc2's forward and backward, the loss and fc1's bias gradient in one kernel
+  // (kernels/cuda/fused/classifier_head.hpp), for shards small enough for it (cuda::classifier_head_fits);
+  // the plain launches otherwise. The same bits as the plain path with every GEMM but cuBLAS.
   bool fused_head = false;
   // The whole step in three kernels (the batch gathered inside fc1's forward product; the classifier head;
   // fc1's weight gradient with every parameter's SGD step), where the replica owns its all-reduce (one
@@ -79,15 +75,15 @@ struct CudaStepOptions {
   // bits as the plain path with every GEMM but cuBLAS.
   bool fused_step = false;
   // With fused_step: the step's second and third kernels launched programmatically
-  // (kernels/launch_order.hpp), so that each may be scheduled while the one before finishes. Compute
-  // capability 9.0 and newer; the same bits.
+  // (kernels/cuda/runtime/launch_order.hpp), so that each may be scheduled while the one before finishes.
+  // Compute capability 9.0 and newer; the same bits.
   bool programmatic_launch = false;
   // With cuda_graphs, where the replica owns its all-reduce: up to this many consecutive steps replayed as
   // one graph (1: a graph a step). Steps wait on the host until that many are queued or something reads.
   int steps_per_graph = 1;
   // With fused_step, where the replica owns its all-reduce: the queued steps (steps_per_graph at most)
-  // launched as one persistent kernel (kernels/persistent_step_cuda.hpp) instead of a graph: its phases a
-  // grid-wide barrier apart where the fused step's kernels are a kernel boundary apart. The same bits.
+  // launched as one persistent kernel (kernels/cuda/fused/persistent_step.hpp) instead of a graph: its phases
+  // a grid-wide barrier apart where the fused step's kernels are a kernel boundary apart. The same bits.
   bool persistent = false;
   // With persistent: the kernel's blocks per SM (1 to the most that stay resident). A device without
   // cooperative launches is refused when the replica is handed its all-reduce, where the kernel would run.
@@ -125,7 +121,8 @@ class CudaReplica final : public Replica, private StepOps {
   float* gradient_buffer_unchecked() { return grads_.data(); }
   void sgd_step(const SgdConfig& cfg) override;
   float loss_sum() override;
-  // Always on: each step's last kernel moves the record on (kernels/loss_watch.hpp); this numbers the steps.
+  // Always on: each step's last kernel moves the record on (kernels/cuda/ops/loss_watch.hpp); this numbers
+  // the steps.
   bool watch_losses(long next_step) override;
   std::optional<NonFiniteLoss> first_nonfinite_loss() const override;
   EvalResult evaluate() override;

@@ -1,10 +1,10 @@
 #include "host/cuda/fused_kernels.hpp"
 
 #include "host/model/params.hpp"
-#include "kernels/classifier_head_cuda.hpp"
-#include "kernels/gather_linear_cuda.hpp"
-#include "kernels/persistent_step_cuda.hpp"
-#include "kernels/weight_gradient_sgd_cuda.hpp"
+#include "kernels/cuda/fused/classifier_head.hpp"
+#include "kernels/cuda/fused/gather_linear.hpp"
+#include "kernels/cuda/fused/persistent_step.hpp"
+#include "kernels/cuda/fused/weight_gradient_sgd.hpp"
 
 namespace mnistdp {
 namespace {

@@ -5,9 +5,9 @@
 
 #include <cstdint>
 
-#include "kernels/launch_order.hpp"
-#include "kernels/loss_watch.hpp"
-#include "kernels/sgd.hpp"
+#include "kernels/cuda/ops/loss_watch.hpp"
+#include "kernels/cuda/runtime/launch_order.hpp"
+#include "kernels/ref/sgd.hpp"
 
 namespace mnistdp {
 
@@ -29,8 +29,8 @@ struct StepView {
   cuda::LossWatch* watch = nullptr;      // [1]: the loss record every step moves on, or nullptr for none
 };
 
-// The classifier head (kernels/classifier_head_cuda.hpp) over h and y: the logits, their gradient, the loss
-// slot, fc2's gradients, dh and fc1's bias gradient.
+// The classifier head (kernels/cuda/fused/classifier_head.hpp) over h and y: the logits, their gradient, the
+// loss slot, fc2's gradients, dh and fc1's bias gradient.
 void enqueue_classifier_head(const StepView& b, int rows, float grad_scale, cudaStream_t stream,
                              cuda::LaunchOrder order = cuda::LaunchOrder::serial);
 
@@ -40,9 +40,9 @@ void enqueue_classifier_head(const StepView& b, int rows, float grad_scale, cuda
 void enqueue_fused_step(const StepView& b, int rows, int global_batch, const SgdConfig& cfg,
                         bool advance_cursor, cuda::LaunchOrder order, cudaStream_t stream);
 
-// `steps` consecutive fused steps in one persistent kernel (kernels/persistent_step_cuda.hpp), step s on the
-// rows at positions [first + s * global_batch, + rows) of the order; b.cursor is neither read nor moved.
-// blocks: the kernel's grid (cuda::persistent_steps). phase_cycles: its phase timer
+// `steps` consecutive fused steps in one persistent kernel (kernels/cuda/fused/persistent_step.hpp), step s
+// on the rows at positions [first + s * global_batch, + rows) of the order; b.cursor is neither read nor
+// moved. blocks: the kernel's grid (cuda::persistent_steps). phase_cycles: its phase timer
 // (cuda::PersistentStepArgs), or nullptr.
 void enqueue_persistent_steps(const StepView& b, int rows, int global_batch, const SgdConfig& cfg, int first,
                               int steps, int blocks, cudaStream_t stream, long long* phase_cycles = nullptr);

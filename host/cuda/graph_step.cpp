@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <utility>
 
-#include "kernels/step_cursor_cuda.hpp"
+#include "kernels/cuda/ops/step_cursor.hpp"
 
 namespace mnistdp {
 namespace {

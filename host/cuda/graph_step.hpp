@@ -38,7 +38,7 @@
 #include <vector>
 
 #include "host/cuda/step_launch.hpp"
-#include "kernels/cuda_graph.hpp"
+#include "kernels/cuda/runtime/graph.hpp"
 
 namespace mnistdp {
 

@@ -12,7 +12,7 @@
 #include "host/cuda/cuda_communicators.hpp"
 #include "host/cuda/cuda_replica.hpp"
 #include "host/model/params.hpp"
-#include "kernels/cuda_check.hpp"
+#include "kernels/cuda/runtime/check.hpp"
 
 namespace mnistdp {
 

@@ -9,7 +9,7 @@
 
 #include "host/cuda/queued_steps.hpp"
 #include "host/model/params.hpp"
-#include "kernels/persistent_step_cuda.hpp"
+#include "kernels/cuda/fused/persistent_step.hpp"
 
 namespace mnistdp {
 namespace {

@@ -20,7 +20,7 @@
 #include <memory>
 #include <string>
 
-#include "kernels/sgd.hpp"
+#include "kernels/ref/sgd.hpp"
 
 namespace mnistdp {
 

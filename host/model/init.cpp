@@ -7,7 +7,7 @@
 
 #include "host/model/params.hpp"
 #include "host/model/random.hpp"
-#include "kernels/shuffle_keys.hpp"
+#include "kernels/ref/shuffle_keys.hpp"
 
 namespace mnistdp {
 
@@ -47,8 +47,8 @@ std::uint64_t epoch_shuffle_seed(std::uint64_t seed, int epoch) {
 }
 
 void epoch_order(std::span<std::int32_t> order, std::uint64_t seed, int epoch) {
-  // The device's algorithm (kernels/thrust_ops.cu) on the host: the same keys, sorted. The keys are
-  // distinct, so std::sort's order is the device's radix sort's, to the last row.
+  // The device's algorithm (kernels/cuda/thrust/thrust_ops.cu) on the host: the same keys, sorted. The keys
+  // are distinct, so std::sort's order is the device's radix sort's, to the last row.
   const int count = static_cast<int>(order.size());
   const ShuffleKey key{epoch_shuffle_seed(seed, epoch), shuffle_row_bits(count)};
   std::vector<std::uint64_t> keys(order.size());

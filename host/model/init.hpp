@@ -11,12 +11,12 @@ namespace mnistdp {
 void init_parameters(std::span<float> params, std::uint64_t seed);
 
 // The seed of epoch `epoch`'s shuffle, derived from the run's seed: what the shuffle's keys are made from
-// (kernels/shuffle_keys.hpp), on the host and on a device alike.
+// (kernels/ref/shuffle_keys.hpp), on the host and on a device alike.
 std::uint64_t epoch_shuffle_seed(std::uint64_t seed, int epoch);
 
 // The order of the training rows in epoch `epoch`: a permutation of [0, count) that depends only on the seed
 // and the epoch, so every replica (and a resumed run) computes the same one without sharing state. The rows
-// sorted by their ShuffleKey (kernels/shuffle_keys.hpp); a GPU replica makes the same permutation on its
+// sorted by their ShuffleKey (kernels/ref/shuffle_keys.hpp); a GPU replica makes the same permutation on its
 // device (cuda::epoch_order).
 void epoch_order(std::span<std::int32_t> order, std::uint64_t seed, int epoch);
 

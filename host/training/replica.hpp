@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "host/training/trace.hpp"
-#include "kernels/sgd.hpp"
+#include "kernels/ref/sgd.hpp"
 
 namespace mnistdp {
 

@@ -22,7 +22,7 @@
 #include "host/training/communicator.hpp"
 #include "host/training/replica.hpp"
 #include "host/training/replica_workers.hpp"
-#include "kernels/sgd.hpp"
+#include "kernels/ref/sgd.hpp"
 
 namespace mnistdp {
 

@@ -1,9 +1,9 @@
 // The kernels of broken_kernels.hpp: each bug as small as it can be.
 #include <cooperative_groups.h>
 
-#include "kernels/device_dialect.cuh"
-#include "kernels/kernel_launch.cuh"
-#include "kernels/programmatic_launch.cuh"
+#include "kernels/cuda/runtime/launch.cuh"
+#include "kernels/cuda/runtime/portable_dialect.cuh"
+#include "kernels/cuda/runtime/programmatic_launch.cuh"
 #include "tests/emu/broken_kernels.hpp"
 
 namespace mnistdp::emu_test {

@@ -5,11 +5,11 @@
 // check that reported everything would fail too.
 #include <cooperative_groups.h>
 
-#include "kernels/cuda_check.hpp"
-#include "kernels/cuda_memory.hpp"
-#include "kernels/device_dialect.cuh"
-#include "kernels/kernel_launch.cuh"
-#include "kernels/programmatic_launch.cuh"
+#include "kernels/cuda/runtime/check.hpp"
+#include "kernels/cuda/runtime/launch.cuh"
+#include "kernels/cuda/runtime/memory.hpp"
+#include "kernels/cuda/runtime/portable_dialect.cuh"
+#include "kernels/cuda/runtime/programmatic_launch.cuh"
 #include "tests/emu/probe_main.hpp"
 
 namespace mnistdp::emu_probe {

@@ -4,10 +4,10 @@
 // a case that runs clean (the bug unreported) fails there.
 #include <cstring>
 
-#include "kernels/cuda_check.hpp"
-#include "kernels/cuda_memory.hpp"
-#include "kernels/device_dialect.cuh"
-#include "kernels/kernel_launch.cuh"
+#include "kernels/cuda/runtime/check.hpp"
+#include "kernels/cuda/runtime/launch.cuh"
+#include "kernels/cuda/runtime/memory.hpp"
+#include "kernels/cuda/runtime/portable_dialect.cuh"
 #include "tests/emu/probe_main.hpp"
 
 namespace mnistdp::emu_probe {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "emu/src/sanitizer.hpp"
-#include "kernels/cuda_memory.hpp"
+#include "kernels/cuda/runtime/memory.hpp"
 #include "tests/emu/broken_kernels.hpp"
 #include "tests/gpu/gpu_test_util.hpp"
 

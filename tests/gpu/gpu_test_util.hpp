@@ -20,9 +20,9 @@
 #include <vector>
 
 #include "host/model/random.hpp"
-#include "kernels/cuda_check.hpp"
-#include "kernels/cuda_memory.hpp"
-#include "kernels/sgd.hpp"
+#include "kernels/cuda/runtime/check.hpp"
+#include "kernels/cuda/runtime/memory.hpp"
+#include "kernels/ref/sgd.hpp"
 #include "tests/skip_test.hpp"
 
 namespace mnistdp::gpu_test {

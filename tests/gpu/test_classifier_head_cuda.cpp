@@ -1,16 +1,16 @@
-// The fused classifier head (kernels/classifier_head_cuda.hpp) against the plain path's launches, to the bit,
-// and against the reference ops within the GPU tests' tolerance, on shapes that are not multiples of any
-// tile, with every output poisoned before the launch.
+// The fused classifier head (kernels/cuda/fused/classifier_head.hpp) against the plain path's launches, to
+// the bit, and against the reference ops within the GPU tests' tolerance, on shapes that are not multiples of
+// any tile, with every output poisoned before the launch.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/classifier_head_cuda.hpp"
-#include "kernels/linear.hpp"
-#include "kernels/linear_cuda.hpp"
-#include "kernels/softmax_xent.hpp"
-#include "kernels/softmax_xent_cuda.hpp"
+#include "kernels/cuda/fused/classifier_head.hpp"
+#include "kernels/cuda/ops/linear.hpp"
+#include "kernels/cuda/ops/softmax_xent.hpp"
+#include "kernels/ref/linear.hpp"
+#include "kernels/ref/softmax_xent.hpp"
 #include "tests/gpu/gpu_test_util.hpp"
 
 using namespace mnistdp;
@@ -126,7 +126,7 @@ TEST_CASE("the classifier head equals the plain launches to the bit and the refe
   const HeadOutputs got = fused.to_host_all();
 
   // The plain path's launches, as CudaReplica makes them, with each GEMM whose order the head follows.
-  for (GemmImpl impl : {GemmImpl::naive, GemmImpl::tiled, GemmImpl::blocked, GemmImpl::slab}) {
+  for (GemmImpl impl : gemms_with_common_bits()) {
     CAPTURE(gemm_impl_name(impl));
     const cuda::GemmContext ctx{impl, stream.get(), nullptr};
     const LinearShape fc2{batch, hidden, classes};

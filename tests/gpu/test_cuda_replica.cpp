@@ -9,11 +9,11 @@
 
 #include "host/cuda/cuda_replica.hpp"
 #include "host/model/params.hpp"
-#include "kernels/gather.hpp"
-#include "kernels/linear.hpp"
-#include "kernels/persistent_step_cuda.hpp"
-#include "kernels/sgd.hpp"
-#include "kernels/softmax_xent.hpp"
+#include "kernels/cuda/fused/persistent_step.hpp"
+#include "kernels/ref/gather.hpp"
+#include "kernels/ref/linear.hpp"
+#include "kernels/ref/sgd.hpp"
+#include "kernels/ref/softmax_xent.hpp"
 #include "tests/gpu/gpu_test_util.hpp"
 
 using namespace mnistdp;
@@ -22,8 +22,7 @@ using namespace mnistdp::gpu_test;
 namespace {
 
 using L = ParamLayout;
-constexpr GemmImpl kImpls[] = {GemmImpl::naive, GemmImpl::tiled, GemmImpl::blocked, GemmImpl::slab,
-                               GemmImpl::cublas};
+const std::vector<GemmImpl> kImpls = all_gemms();
 
 // A learnable data set: each class has a random template; an image is its class's template plus noise.
 Dataset make_split(int count, const std::vector<std::uint8_t>& templates, Rng& rng) {
@@ -181,8 +180,7 @@ void check_gradients(const std::vector<float>& got, const std::vector<float>& wa
 }  // namespace
 
 TEST_CASE("one CUDA training step matches the CPU reference step", "[gpu][replica]") {
-  const GemmImpl impl =
-      GENERATE(GemmImpl::naive, GemmImpl::tiled, GemmImpl::blocked, GemmImpl::slab, GemmImpl::cublas);
+  const GemmImpl impl = GENERATE(from_range(all_gemms()));
   CAPTURE(gemm_impl_name(impl));
   const DataSplits data = make_data(200, 50, 11);
   Rng rng(12);

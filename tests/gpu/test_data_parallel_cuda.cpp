@@ -19,7 +19,7 @@
 #include "host/model/params.hpp"
 #include "host/training/shard.hpp"
 #include "host/training/trainer.hpp"
-#include "kernels/reduce_cuda.hpp"
+#include "kernels/cuda/ops/replica_sum.hpp"
 #include "tests/gpu/gpu_test_util.hpp"
 #include "tests/synthetic_data.hpp"
 

@@ -10,8 +10,8 @@
 #include "host/cuda/cuda_replica.hpp"
 #include "host/model/init.hpp"
 #include "host/model/params.hpp"
-#include "kernels/epoch_order_cuda.hpp"
-#include "kernels/thrust_scratch.hpp"
+#include "kernels/cuda/thrust/epoch_order.hpp"
+#include "kernels/cuda/thrust/scratch.hpp"
 #include "tests/gpu/gpu_test_util.hpp"
 #include "tests/synthetic_data.hpp"
 

@@ -8,8 +8,9 @@
 // the buffer as it is, so the two paths must agree to the bit, not within a tolerance: any difference means
 // that a replay read the wrong rows, a stale buffer or the wrong settings. cuBLAS may pick another algorithm
 // while a stream is being captured, so for it the comparison is the normwise 1e-5 of the other GPU tests.
-// The fused head sums every element in the order of the hand-written GEMMs (classifier_head_cuda.hpp), so it
-// too must agree to the bit with them; with cuBLAS, whose fc2 products it replaces, within 1e-5.
+// The fused head sums every element in the order of the hand-written GEMMs
+// (kernels/cuda/fused/classifier_head.hpp), so it too must agree to the bit with them; with cuBLAS, whose fc2
+// products it replaces, within 1e-5.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -29,7 +30,7 @@
 #include "host/model/params.hpp"
 #include "host/training/communicator.hpp"
 #include "host/training/trainer.hpp"
-#include "kernels/persistent_step_cuda.hpp"
+#include "kernels/cuda/fused/persistent_step.hpp"
 #include "tests/gpu/gpu_test_util.hpp"
 #include "tests/synthetic_data.hpp"
 

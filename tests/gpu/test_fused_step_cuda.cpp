@@ -1,8 +1,9 @@
 // The fused step's own kernels against the plain path's launches, to the bit: the batch gathered inside the
-// first layer's forward product (gather_linear_cuda.hpp) against gather_normalize_at and linear_forward,
-// and the weight gradient with every parameter's SGD step (weight_gradient_sgd_cuda.hpp) against the weight
-// GEMM and sgd_step. Shapes that fit no tile, every output poisoned before the launch. And the three kernels
-// in a row launched programmatically against the serial launches.
+// first layer's forward product (kernels/cuda/fused/gather_linear.hpp) against gather_normalize_at and
+// linear_forward, and the weight gradient with every parameter's SGD step
+// (kernels/cuda/fused/weight_gradient_sgd.hpp) against the weight GEMM and sgd_step. Shapes that fit no tile,
+// every output poisoned before the launch. And the three kernels in a row launched programmatically against
+// the serial launches.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -13,14 +14,14 @@
 
 #include "host/cuda/fused_kernels.hpp"
 #include "host/model/params.hpp"
-#include "kernels/cuda_graph.hpp"
-#include "kernels/gather_cuda.hpp"
-#include "kernels/gather_linear_cuda.hpp"
-#include "kernels/gemm_cuda.hpp"
-#include "kernels/linear_cuda.hpp"
-#include "kernels/persistent_step_cuda.hpp"
-#include "kernels/sgd_cuda.hpp"
-#include "kernels/weight_gradient_sgd_cuda.hpp"
+#include "kernels/cuda/fused/gather_linear.hpp"
+#include "kernels/cuda/fused/persistent_step.hpp"
+#include "kernels/cuda/fused/weight_gradient_sgd.hpp"
+#include "kernels/cuda/gemm/gemm.hpp"
+#include "kernels/cuda/ops/gather.hpp"
+#include "kernels/cuda/ops/linear.hpp"
+#include "kernels/cuda/ops/sgd.hpp"
+#include "kernels/cuda/runtime/graph.hpp"
 #include "tests/gpu/gpu_test_util.hpp"
 
 using namespace mnistdp;
@@ -28,7 +29,7 @@ using namespace mnistdp::gpu_test;
 
 namespace {
 
-constexpr GemmImpl kHandWritten[] = {GemmImpl::naive, GemmImpl::tiled, GemmImpl::blocked, GemmImpl::slab};
+const std::vector<GemmImpl> kHandWritten = gemms_with_common_bits();
 
 }  // namespace
 

@@ -2,8 +2,8 @@
 // data must give the same floats on every backend, or the CPU and GPU paths would train on different inputs).
 #include <catch2/catch.hpp>
 
-#include "kernels/gather.hpp"
-#include "kernels/gather_cuda.hpp"
+#include "kernels/cuda/ops/gather.hpp"
+#include "kernels/ref/gather.hpp"
 #include "tests/gpu/gpu_test_util.hpp"
 
 using namespace mnistdp;

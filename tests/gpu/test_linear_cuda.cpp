@@ -7,9 +7,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/gemm_cuda.hpp"
-#include "kernels/linear.hpp"
-#include "kernels/linear_cuda.hpp"
+#include "kernels/cuda/gemm/gemm.hpp"
+#include "kernels/cuda/ops/linear.hpp"
+#include "kernels/ref/linear.hpp"
 #include "tests/gpu/gpu_test_util.hpp"
 
 using namespace mnistdp;
@@ -18,8 +18,7 @@ using namespace mnistdp::gpu_test;
 namespace {
 
 constexpr double kTolerance = 1e-5;
-constexpr GemmImpl kImpls[] = {GemmImpl::naive, GemmImpl::tiled, GemmImpl::blocked, GemmImpl::slab,
-                               GemmImpl::cublas};
+const std::vector<GemmImpl> kImpls = all_gemms();
 
 // A linear layer's random operands (x of both signs, so that the ReLU mask cuts about half of dx), the
 // reference's outputs, and the operands on the device.
@@ -194,7 +193,7 @@ TEST_CASE("the hand-written GEMMs give the same bits", "[gpu][linear]") {
       p.relu = epilogue;
       p.mask = epilogue ? d_mask.data() : nullptr;
       std::vector<float> first;
-      for (GemmImpl impl : {GemmImpl::naive, GemmImpl::tiled, GemmImpl::blocked, GemmImpl::slab}) {
+      for (GemmImpl impl : gemms_with_common_bits()) {
         CAPTURE(gemm_impl_name(impl));
         poison(d_c);
         cuda::gemm(p, impl, stream.get(), nullptr);

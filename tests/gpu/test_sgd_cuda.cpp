@@ -5,8 +5,8 @@
 
 #include <cmath>
 
-#include "kernels/sgd.hpp"
-#include "kernels/sgd_cuda.hpp"
+#include "kernels/cuda/ops/sgd.hpp"
+#include "kernels/ref/sgd.hpp"
 #include "tests/gpu/gpu_test_util.hpp"
 
 using namespace mnistdp;

@@ -4,10 +4,10 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/accuracy_cuda.hpp"
-#include "kernels/softmax_xent.hpp"
-#include "kernels/softmax_xent_cuda.hpp"
-#include "kernels/thrust_scratch.hpp"
+#include "kernels/cuda/ops/softmax_xent.hpp"
+#include "kernels/cuda/thrust/accuracy.hpp"
+#include "kernels/cuda/thrust/scratch.hpp"
+#include "kernels/ref/softmax_xent.hpp"
 #include "tests/gpu/gpu_test_util.hpp"
 
 using namespace mnistdp;

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Checks on the PTX of the fused step's kernels that no CPU test of their results can make.
 
-- Programmatic dependent launch (kernels/programmatic_launch.cuh): a kernel that may be launched
+- Programmatic dependent launch (kernels/cuda/runtime/programmatic_launch.cuh): a kernel that may be launched
   programmatically touches no global memory before its griddepcontrol.wait, or it could read what the
   kernel before has not yet written.
-- The persistent step (kernels/persistent_step.cu): no load through the non-coherent read-only cache
+- The persistent step (kernels/cuda/fused/persistent_step.cu): no load through the non-coherent read-only cache
   (ld.global.nc), which a launch does not keep coherent with the writes of its own other blocks, and the
   step's data changes between its phases.
 
