@@ -1,19 +1,14 @@
 #pragma once
-// Where the replicas live and how their gradients meet: the CPU (replicas on threads, summed in host memory),
-// one replica per GPU (NCCL), or several replicas on one GPU (a reduction kernel). Decided from the command
-// line before any data is read, so that an impossible request fails at once.
-#include <chrono>
-#include <memory>
+// Where the replicas live and how their gradients will meet: the CPU (replicas on threads, summed in host
+// memory), one replica per GPU (NCCL), or several replicas on one GPU (a reduction kernel). Decided from the
+// command line before any data is read, so that an impossible request fails at once; replica_setup.hpp then
+// makes the replicas and their communicator.
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "host/command/cli.hpp"
 #include "host/processes/launch.hpp"
-#include "host/processes/process_group.hpp"
-#include "host/training/communicator.hpp"
-#include "host/training/replica.hpp"
-#include "mnist_io/dataset.hpp"
 
 namespace mnistdp {
 
@@ -30,13 +25,5 @@ struct Placement {
 // run there ("training", "evaluating").
 Placement choose_placement(const TrainOptions& options, const LaunchInfo& launch,
                            std::string_view activity = "training");
-
-std::vector<std::unique_ptr<Replica>> make_replicas(const TrainOptions& options, const DataSplits& data,
-                                                    const Placement& placement);
-
-// group: null for a single process. timeout: how long a multi-process NCCL communicator waits for its peers.
-std::unique_ptr<Communicator> make_communicator(const Placement& placement,
-                                                const std::vector<std::unique_ptr<Replica>>& replicas,
-                                                ProcessGroup* group, std::chrono::milliseconds timeout);
 
 }  // namespace mnistdp

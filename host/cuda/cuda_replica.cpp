@@ -7,7 +7,7 @@
 #include <stdexcept>
 #include <utility>
 
-#include "host/cuda/fused_kernels.hpp"
+#include "host/cuda/fused_kernel_arguments.hpp"
 #include "host/model/init.hpp"
 #include "host/model/params.hpp"
 #include "kernels/cuda/fused/classifier_head.hpp"

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "host/cuda/fused_kernels.hpp"
+#include "host/cuda/fused_kernel_arguments.hpp"
 #include "host/cuda/step_launch.hpp"
 #include "host/training/replica.hpp"
 #include "kernels/cuda/gemm/gemm_version.hpp"
@@ -186,7 +186,7 @@ class CudaReplica final : public Replica, private StepOps {
   // The fused classifier head over h_ and y_: logits_, dlogits_, the loss slot, fc2's gradients, dh_ and
   // fc1's bias gradient.
   void enqueue_classifier_head(int rows, float grad_scale);
-  // This replica's buffers, for the fused kernels (host/cuda/fused_kernels.hpp).
+  // This replica's buffers, for the fused kernels (host/cuda/fused_kernel_arguments.hpp).
   StepView step_view();
   // Waits for the stream, bringing a copy of the loss record along: every wait the host makes anyway
   // refreshes what first_nonfinite_loss() says, and none is made for it alone.

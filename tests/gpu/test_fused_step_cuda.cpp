@@ -12,7 +12,7 @@
 #include <numeric>
 #include <tuple>
 
-#include "host/cuda/fused_kernels.hpp"
+#include "host/cuda/fused_kernel_arguments.hpp"
 #include "host/model/params.hpp"
 #include "kernels/cuda/fused/gather_linear.hpp"
 #include "kernels/cuda/fused/persistent_step.hpp"

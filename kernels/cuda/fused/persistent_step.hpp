@@ -1,6 +1,6 @@
 #pragma once
 // Consecutive training steps in one launch (CudaStepOptions::persistent): the fused step's three kernels
-// (host/cuda/fused_kernels.hpp) become three phases of one cooperative kernel that stays resident for all the
+// (host/cuda/fused_kernel_arguments.hpp) become three phases of one cooperative kernel that stays resident for all the
 // steps, a grid-wide barrier where a kernel boundary was. Each phase runs the same per-tile, per-block and
 // per-element code as its kernel (gather_linear_tile.cuh, classifier_head_block.cuh,
 // weight_gradient_sgd_elements.cuh), so the steps give the fused step's results to the bit, and with them

@@ -1,4 +1,4 @@
-#include "host/command/run_files.hpp"
+#include "host/command/run_file_checks.hpp"
 
 #include <fcntl.h>
 #include <fmt/format.h>

@@ -1,4 +1,4 @@
-#include "host/cuda/fused_kernels.hpp"
+#include "host/cuda/fused_kernel_arguments.hpp"
 
 #include "host/model/params.hpp"
 #include "kernels/cuda/fused/classifier_head.hpp"

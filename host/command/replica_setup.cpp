@@ -1,0 +1,57 @@
+#include "host/command/replica_setup.hpp"
+
+#include "host/cpu/cpu_replica.hpp"
+
+#ifdef MNISTDP_WITH_CUDA
+#include "host/cuda/cuda_communicators.hpp"
+#include "host/cuda/cuda_replica.hpp"
+#include "kernels/cuda/gemm/gemm_version.hpp"
+#endif
+
+namespace mnistdp {
+
+std::vector<std::unique_ptr<Replica>> make_replicas(const TrainOptions& o, const DataSplits& data,
+                                                    const Placement& placement) {
+  std::vector<std::unique_ptr<Replica>> replicas;
+#ifdef MNISTDP_WITH_CUDA
+  if (placement.gpu) {
+    CudaStepOptions step;
+    step.gemm = parse_gemm_impl(o.gemm);
+    const bool fused_step = o.fused_step || o.pdl || o.persistent;
+    step.cuda_graphs = o.cuda_graphs || fused_step || o.steps_per_graph > 1;
+    step.fused_head = o.fused_head || fused_step;
+    step.fused_step = fused_step;
+    step.programmatic_launch = o.pdl;
+    step.persistent = o.persistent;
+    step.steps_per_graph = o.steps_per_graph;
+    step.tf32 = o.tf32;
+    for (int device : placement.replica_devices)
+      replicas.push_back(make_cuda_replica(data, device, step));
+    return replicas;
+  }
+#endif
+  for (int r = 0; r < placement.replicas; ++r)
+    replicas.push_back(std::make_unique<CpuReplica>(data, r, o.threads));
+  return replicas;
+}
+
+std::unique_ptr<Communicator> make_communicator(
+    [[maybe_unused]] const Placement& placement,
+    [[maybe_unused]] const std::vector<std::unique_ptr<Replica>>& replicas, ProcessGroup* group,
+    [[maybe_unused]] std::chrono::milliseconds timeout) {
+#ifdef MNISTDP_WITH_CUDA
+  if (placement.gpu && group) return make_nccl_rank_communicator(*replicas.front(), *group, timeout);
+  if (placement.gpu) {
+    std::vector<Replica*> raw;
+    for (const auto& r : replicas)
+      raw.push_back(r.get());
+    const bool one_device =
+        placement.replicas > 1 && placement.replica_devices.front() == placement.replica_devices.back();
+    return one_device ? make_same_device_communicator(raw) : make_nccl_communicator(raw);
+  }
+#endif
+  if (group) return make_process_group_communicator(*group);
+  return make_host_communicator();
+}
+
+}  // namespace mnistdp

@@ -1,0 +1,26 @@
+#pragma once
+// The replicas a placement asks for (host/command/placement.hpp), made from the command line's step options,
+// and the communicator that sums their gradients: the host sum, the process group's, NCCL, or the same-device
+// reduction.
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "host/command/cli.hpp"
+#include "host/command/placement.hpp"
+#include "host/processes/process_group.hpp"
+#include "host/training/communicator.hpp"
+#include "host/training/replica.hpp"
+#include "mnist_io/dataset.hpp"
+
+namespace mnistdp {
+
+std::vector<std::unique_ptr<Replica>> make_replicas(const TrainOptions& options, const DataSplits& data,
+                                                    const Placement& placement);
+
+// group: null for a single process. timeout: how long a multi-process NCCL communicator waits for its peers.
+std::unique_ptr<Communicator> make_communicator(const Placement& placement,
+                                                const std::vector<std::unique_ptr<Replica>>& replicas,
+                                                ProcessGroup* group, std::chrono::milliseconds timeout);
+
+}  // namespace mnistdp
