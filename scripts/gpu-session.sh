@@ -79,12 +79,15 @@ commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 git diff --quiet HEAD 2>/dev/null || commit="$commit+dirty"
 started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 
-# The libraries from .devdeps/ (and NCCL wherever this machine has it) on LD_LIBRARY_PATH, for every phase; the
-# build phase takes its configure's arguments from the same place.
+# The libraries from .devdeps/ (and NCCL wherever this machine has it) on LD_LIBRARY_PATH, for every phase, and
+# the configure's arguments for the build phase, one a line in GPU_CMAKE_ARGS_FILE.
+export GPU_CMAKE_ARGS_FILE=$work/cmake-args.txt
+: >"$GPU_CMAKE_ARGS_FILE"
 if [ "$mode" = gpu ]; then
   # shellcheck source=scripts/gpu/deps.sh
   . scripts/gpu/deps.sh
   gpu_deps_setup "$root" >"$work/deps.log" 2>&1 || cat "$work/deps.log"
+  [ "${#gpu_cmake_args[@]}" -gt 0 ] && printf '%s\n' "${gpu_cmake_args[@]}" >"$GPU_CMAKE_ARGS_FILE"
 fi
 
 {

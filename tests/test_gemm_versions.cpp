@@ -31,6 +31,10 @@ TEST_CASE("every GEMM version has one row: a unique name, its file, a way back f
   CHECK(gemms_with_common_bits() ==
         std::vector<GemmImpl>{GemmImpl::naive, GemmImpl::tiled, GemmImpl::blocked, GemmImpl::slab});
   CHECK(gemm_names_text() == "naive, tiled, blocked, slab or cublas");
+  CHECK(gemm_names_text(/*with_descriptions=*/true) ==
+        "naive (one thread an element), tiled (shared-memory tiles), blocked (register-blocked), slab (small "
+        "tiles, "
+        "long k slabs) or cublas (cuBLAS, for comparison)");
   CHECK_THROWS_WITH(parse_gemm_impl("fast"),
                     Contains("'fast'") && Contains("naive, tiled, blocked, slab or cublas"));
 }

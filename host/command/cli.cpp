@@ -73,17 +73,6 @@ CLI::Validator real_number(double least, double most, std::string most_text) {
       fmt::format("{} to {}", least, most_text));
 }
 
-// "naive (one thread an element), ..., or cublas (cuBLAS, for comparison)": --gemm's help, from the table of
-// versions.
-std::string gemm_choices_text() {
-  std::string text;
-  for (std::size_t i = 0; i < kGemmVersions.size(); ++i) {
-    if (i > 0) text += i + 1 == kGemmVersions.size() ? " or " : ", ";
-    text += fmt::format("{} ({})", kGemmVersions[i].name, kGemmVersions[i].description);
-  }
-  return text;
-}
-
 void add_train_options(CLI::App& train, TrainOptions& o) {
   TrainConfig& t = o.train;
   train.add_option(
@@ -147,8 +136,7 @@ void add_train_options(CLI::App& train, TrainOptions& o) {
   train.add_option("--device", o.device, "Where to train: auto (a GPU when one is usable), cpu or cuda")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
       ->capture_default_str();
-  train
-      .add_option("--gemm", o.gemm, "CUDA matrix product: " + gemm_choices_text())
+  train.add_option("--gemm", o.gemm, "CUDA matrix product: " + gemm_names_text(/*with_descriptions=*/true))
       ->check(CLI::IsMember(gemm_names()))
       ->capture_default_str();
   train.add_flag("--cuda-graphs", o.cuda_graphs, "Replay each CUDA training step as one CUDA graph");

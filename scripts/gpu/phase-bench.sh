@@ -7,7 +7,6 @@
 set -uo pipefail
 : "${MODE:?run by scripts/gpu-session.sh}" "${ROOT:?}" "${BUILD_DIR:?}" "${DATA:?}" "${WORK:?}" "${LIMIT:?}" "${JOBS:?}"
 cd "$ROOT" || exit 1
-deadline=$((SECONDS + LIMIT - 5))
 check=()
 epoch_length=(--rounds 2)
 reduce_bytes=67108864
@@ -16,30 +15,15 @@ if [ "$MODE" = emulated ]; then
   epoch_length=(--epoch-steps 4)
   reduce_bytes=1048576
 fi
-done_count=0 failed=0 skipped=0
-# NAME LIMIT COMMAND...: one benchmark, within its limit and the phase's deadline.
+# shellcheck source=scripts/gpu/timed_steps.sh
+. scripts/gpu/timed_steps.sh
+# NAME LIMIT COMMAND...: one benchmark, its output in NAME.txt.
 bench() {
   local name=$1 limit=$2
   shift 2
-  local left=$((deadline - SECONDS))
-  if [ "$left" -lt 10 ]; then
-    skipped=$((skipped + 1))
-    echo "$name: skipped, no time left" | tee -a "$WORK/results.txt"
-    return
-  fi
-  [ "$limit" -gt "$left" ] && limit=$left
-  local start=$SECONDS
-  timeout "$limit" "$@" >"$WORK/$name.txt" 2>&1
+  timed_step "$name" "$limit" 10 "$WORK/$name.txt" "$@"
   local rc=$?
-  tail -n 12 "$WORK/$name.txt"
-  local result
-  case $rc in
-    0) result="done in $((SECONDS - start))s" ;;
-    124) result="stopped at its ${limit}s limit" ;;
-    *) result="exit $rc" ;;
-  esac
-  if [ "$rc" = 0 ]; then done_count=$((done_count + 1)); else failed=$((failed + 1)); fi
-  echo "$name: $result" | tee -a "$WORK/results.txt"
+  [ "$rc" = 125 ] || tail -n 12 "$WORK/$name.txt"
   return "$rc"
 }
 bench epoch-slab 45 "$BUILD_DIR/mnist-dp-bench" --epoch --epoch-gemm slab "${epoch_length[@]}" "${check[@]}" \
@@ -68,5 +52,5 @@ bench epoch-cublas-tf32 20 "$BUILD_DIR/mnist-dp-bench" --epoch --epoch-gemm cubl
   --epoch-variants plain,graphs "${epoch_length[@]}" "${check[@]}" --json "$WORK/epoch-cublas-tf32.json"
 what="benchmarks"
 [ "$MODE" = emulated ] && what="benchmarks, checked on emulated devices and not timed"
-echo "$what: $done_count done, $failed failed, $skipped skipped for time" >>"$WORK/summary.txt"
-[ "$failed" = 0 ] && [ "$done_count" -gt 0 ]
+echo "$what: $steps_done done, $steps_failed failed, $steps_skipped skipped for time" >>"$WORK/summary.txt"
+[ "$steps_failed" = 0 ] && [ "$steps_done" -gt 0 ]

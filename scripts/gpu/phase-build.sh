@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Phase 1 of scripts/gpu-session.sh: the build. On a GPU machine, preset gpu against .devdeps/
-# (scripts/gpu/deps.sh); with MODE=emulated, preset emu's programs that the later phases run.
+# Phase 1 of scripts/gpu-session.sh: the build. On a GPU machine, preset gpu against .devdeps/ (the arguments
+# scripts/gpu/deps.sh gave the session); with MODE=emulated, preset emu's programs that the later phases run.
 set -uo pipefail
 : "${MODE:?run by scripts/gpu-session.sh}" "${ROOT:?}" "${BUILD_DIR:?}" "${DATA:?}" "${WORK:?}" "${LIMIT:?}" "${JOBS:?}"
 cd "$ROOT" || exit 1
@@ -9,10 +9,9 @@ if [ "$MODE" = emulated ]; then
   scripts/build.sh emu mnist-dp mnistdp_gpu_tests mnist-dp-bench mnist-dp-allreduce-bench >"$log" 2>&1
   rc=$?
 else
-  # shellcheck source=scripts/gpu/deps.sh
-  . scripts/gpu/deps.sh
-  gpu_deps_setup "$ROOT" >"$log" 2>&1 &&
-    cmake --preset gpu -B "$BUILD_DIR" "${gpu_cmake_args[@]}" >>"$log" 2>&1 &&
+  # The arguments scripts/gpu/deps.sh gave the session (.devdeps/ and NCCL), one a line.
+  mapfile -t cmake_args <"${GPU_CMAKE_ARGS_FILE:?run by scripts/gpu-session.sh}"
+  cmake --preset gpu -B "$BUILD_DIR" "${cmake_args[@]}" >"$log" 2>&1 &&
     cmake --build "$BUILD_DIR" -j "$JOBS" >>"$log" 2>&1
   rc=$?
 fi

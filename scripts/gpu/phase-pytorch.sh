@@ -14,22 +14,12 @@ if ! "$PYTHON" -c "import torch, numpy; assert torch.cuda.is_available()" >"$WOR
   exit 1
 fi
 "$PYTHON" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)" | tee "$WORK/torch.txt"
-deadline=$((SECONDS + LIMIT - 5))
-ran=0 failed=0 skipped=0
+# shellcheck source=scripts/gpu/timed_steps.sh
+. scripts/gpu/timed_steps.sh
 # torch.compile last: its compilation takes the longest.
 for variant in tensor graphs compile; do
-  left=$((deadline - SECONDS))
-  if [ "$left" -lt 15 ]; then
-    skipped=$((skipped + 1))
-    echo "$variant: skipped, no time left"
-    continue
-  fi
-  PYTHONUNBUFFERED=1 timeout "$left" "$PYTHON" bench/peers/simplenet_pytorch.py --device cuda --variant "$variant" \
-    --epochs "$EPOCHS" --data "$DATA" >"$WORK/pytorch-$variant.log" 2>&1
-  rc=$?
-  ran=$((ran + 1))
-  [ "$rc" = 0 ] || failed=$((failed + 1))
-  echo "$variant: exit $rc: $(grep -c '^RESULT ' "$WORK/pytorch-$variant.log") epochs"
+  PYTHONUNBUFFERED=1 timed_step "$variant" "$LIMIT" 15 "$WORK/pytorch-$variant.log" "$PYTHON" \
+    bench/peers/simplenet_pytorch.py --device cuda --variant "$variant" --epochs "$EPOCHS" --data "$DATA"
 done
-echo "PyTorch: $ran variants run, $failed failed, $skipped skipped for time" >>"$WORK/summary.txt"
-[ "$failed" = 0 ] && [ "$ran" -gt 0 ]
+echo "PyTorch: $steps_done variants run, $steps_failed failed, $steps_skipped skipped for time" >>"$WORK/summary.txt"
+[ "$steps_failed" = 0 ] && [ "$steps_done" -gt 0 ]

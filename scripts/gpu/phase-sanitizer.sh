@@ -15,30 +15,17 @@ if ! command -v compute-sanitizer >/dev/null 2>&1; then
   exit 1
 fi
 tests_bin=$BUILD_DIR/tests/mnistdp_gpu_tests
-log=$WORK/sanitizer.log
-: >"$log"
-deadline=$((SECONDS + LIMIT - 5))
-runs=0 clean=0 failed=0 skipped=0
-# TOOL LABEL CATCH-SPEC [EXTRA-OPTIONS...]: one tool over the tests that SPEC selects, within what time is left.
+# shellcheck source=scripts/gpu/timed_steps.sh
+. scripts/gpu/timed_steps.sh
+step_detail() { grep "ERROR SUMMARY" "$1" | tail -n 1; }
+runs=0
+# TOOL LABEL CATCH-SPEC [EXTRA-OPTIONS...]: one tool over the tests that SPEC selects, at most 60 s.
 check() {
   local tool=$1 label=$2 spec=$3
   shift 3
-  local left=$((deadline - SECONDS))
-  if [ "$left" -lt 15 ]; then
-    skipped=$((skipped + 1))
-    echo "$tool, $label: skipped, no time left" | tee -a "$WORK/results.txt"
-    return
-  fi
-  [ "$left" -gt 60 ] && left=60
-  echo "--- $tool: $label ($spec)" >>"$log"
-  timeout "$left" compute-sanitizer --tool "$tool" --error-exitcode 99 "$@" "$tests_bin" "$spec" >>"$log" 2>&1
-  local rc=$?
-  local summary
-  summary=$(grep "ERROR SUMMARY" "$log" | tail -n 1)
-  [ "$rc" = 124 ] && summary="stopped after ${left}s"
   runs=$((runs + 1))
-  if [ "$rc" = 0 ]; then clean=$((clean + 1)); else failed=$((failed + 1)); fi
-  echo "$tool, $label: exit $rc, ${summary:-no summary}" | tee -a "$WORK/results.txt"
+  timed_step "$tool, $label" 60 15 "$WORK/sanitizer-$runs-$tool.log" \
+    compute-sanitizer --tool "$tool" --error-exitcode 99 "$@" "$tests_bin" "$spec"
 }
 # The kernels' own tests (the replicas' and training tests run the same kernels, longer).
 kernels="[linear],[gather],[softmax_xent],[sgd],[reduce],[accuracy],[order],[classifier_head],[fused_step]~[slow],[persistent]~[slow]"
@@ -48,5 +35,6 @@ check synccheck "classifier head, fused step, persistent kernel" "[classifier_he
 check initcheck "the kernels' tests" "$kernels"
 check memcheck "every GPU test, leaks too" "[gpu]~[slow]" --leak-check full
 check racecheck "the replicas' tests" "[replica]~[slow]"
-echo "compute-sanitizer: $runs runs, $clean clean, $failed with errors, $skipped skipped for time" >>"$WORK/summary.txt"
-[ "$runs" -gt 0 ] && [ "$failed" = 0 ]
+echo "compute-sanitizer: $steps_done clean, $steps_failed with errors or stopped, $steps_skipped skipped for time" \
+  >>"$WORK/summary.txt"
+[ "$steps_done" -gt 0 ] && [ "$steps_failed" = 0 ]

@@ -14,8 +14,10 @@ import argparse
 import glob
 import json
 import os
-import statistics
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "bench"))
+import targets_report  # noqa: E402  (the fast path's targets, and the rule for an epoch's headline time)
 
 # The training paths which promise the plain path's bits (README.md, "Options"): their loss lines must be equal.
 SAME_BITS_AS_PLAIN = ["cuda-graphs", "fused-head", "fused-step", "pdl", "steps-per-graph-64", "persistent-64",
@@ -49,14 +51,10 @@ def read_lines_json(path, prefix=""):
 
 
 def per_step_us(epochs):
-    """The median of seconds/steps over the epochs after the first (which pays for start-up and capture), or
-    the only epoch's, in microseconds; None without a timed step."""
-    timed = [e for e in epochs if e.get("steps")]
-    if len(timed) > 1:
-        timed = timed[1:]
-    if not timed:
-        return None
-    return statistics.median(e["seconds"] / e["steps"] * 1e6 for e in timed)
+    """Microseconds a step: the median over the epochs after the first (which pays for start-up and capture), as
+    bench/targets_report.py takes an epoch's time; None without a timed step."""
+    timed = [e["seconds"] / e["steps"] * 1e6 for e in epochs if e.get("steps")]
+    return targets_report.median_epoch(timed)
 
 
 # --- The training phase ------------------------------------------------------------------------------------------
@@ -281,10 +279,7 @@ def write_report(args):
     if emulated:
         lines += ["", "Emulated devices: every figure above is a rehearsal of the script, not a GPU result."]
     else:
-        # The fast path's targets (bench/targets_report.py), from this run's epochs, paths and PyTorch runs.
-        sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-                                        "bench"))
-        import targets_report
+        # The fast path's targets, from this run's epochs, paths and PyTorch runs.
         text = targets_report.report(os.path.join(work, "bench"), session)
         lines += [""] + text[text.find("## Targets"):].rstrip("\n").splitlines()
     lines += ["", "Files: summary.md, session.json, logs.tar.gz; bench/gpu_record.py DIR records them."]

@@ -41,7 +41,9 @@ constexpr const GemmVersion& gemm_version(GemmImpl impl) {
   throw std::invalid_argument("gemm_version: a GemmImpl without a row in kGemmVersions");
 }
 
-constexpr std::string_view gemm_impl_name(GemmImpl impl) { return gemm_version(impl).name; }
+constexpr std::string_view gemm_impl_name(GemmImpl impl) {
+  return gemm_version(impl).name;
+}
 
 // Every version's name, in the table's order: the command line's choices.
 inline std::vector<std::string> gemm_names() {
@@ -51,12 +53,14 @@ inline std::vector<std::string> gemm_names() {
   return names;
 }
 
-// "naive, tiled, blocked, slab or cublas".
-inline std::string gemm_names_text() {
+// "naive, tiled, blocked, slab or cublas"; with descriptions, "naive (one thread an element), ... or cublas
+// (cuBLAS, for comparison)", as --gemm's help says it.
+inline std::string gemm_names_text(bool with_descriptions = false) {
   std::string text;
   for (std::size_t i = 0; i < kGemmVersions.size(); ++i) {
     if (i > 0) text += i + 1 == kGemmVersions.size() ? " or " : ", ";
     text += kGemmVersions[i].name;
+    if (with_descriptions) text += " (" + std::string(kGemmVersions[i].description) + ")";
   }
   return text;
 }
