@@ -77,6 +77,7 @@ void run_round(Variant& v, const DataSplits& data, const EpochBenchOptions& o, G
   CudaStepOptions step = v.step;
   step.gemm = gemm;
   step.tf32 = o.tf32;
+  step.alone = true;  // the one replica of the run, as the command line makes it
   replicas.push_back(make_cuda_replica(data, o.device, step));
   std::vector<float> init(L::kCount);
   init_parameters(init, 0);

@@ -30,7 +30,7 @@
 #include "bench/bench_common.hpp"
 #include "bench/bench_device.hpp"
 #include "bench/epoch_bench.hpp"
-#include "host/cuda/fused_kernel_arguments.hpp"
+#include "host/cuda/cuda_step.hpp"
 #include "host/model/params.hpp"
 #include "kernels/cuda/gemm/gemm.hpp"
 #include "kernels/cuda/ops/gather.hpp"

@@ -76,7 +76,7 @@ class Runner {
   // device time per step (time_stream, as every row is timed), and how a step divides among its three phases
   // (the phase timer of cuda::PersistentStepArgs in one more launch: block 0's SM clock, each phase with the
   // barrier after it), those shares applied to the step's median time.
-  void persistent_phases(const StepView& view, int batch, const SgdConfig& sgd, int blocks);
+  void persistent_phases(CudaStep& step, int batch, const SgdConfig& sgd);
 
   void print_row(const Result& r);
 

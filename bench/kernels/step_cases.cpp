@@ -93,58 +93,43 @@ void Runner::step_cases(int batch) {
     fill_uniform(v.fc1_bias, kHid, seed_++, -r1, r1, s);
     fill_uniform(v.fc2_weight, sz(kOut) * kHid, seed_++, -r2, r2, s);
     fill_uniform(v.fc2_bias, kOut, seed_++, -r2, r2, s);
-    const cuda::GemmContext ctx{impl, s, cublas_->get()};
     const int steps = kTrainImages / batch;
-    SgdConfig sgd;   // lr 0.01, no momentum: the reference program
-    StepView fused;  // the fused kernels' view of these buffers
-    fused.images = data->images.data();
-    fused.labels = data->labels.data();
-    fused.order = data->order.data();
-    fused.cursor = buf->first.data();
-    fused.params = buf->params.data();
-    fused.grads = buf->grads.data();
-    fused.x = buf->x.data();
-    fused.y = buf->y.data();
-    fused.h = buf->h.data();
-    fused.dh = buf->dh.data();
-    fused.logits = buf->logits.data();
-    fused.dlogits = buf->dlogits.data();
+    SgdConfig sgd;  // lr 0.01, no momentum: the reference program
+    StepView view;  // the step's view of these buffers: no momentum, no loss record
+    view.images = data->images.data();
+    view.labels = data->labels.data();
+    view.order = data->order.data();
+    view.cursor = buf->first.data();
+    view.params = buf->params.data();
+    view.grads = buf->grads.data();
+    view.x = buf->x.data();
+    view.y = buf->y.data();
+    view.h = buf->h.data();
+    view.dh = buf->dh.data();
+    view.logits = buf->logits.data();
+    view.dlogits = buf->dlogits.data();
     int blocks = 0;  // the persistent kernel's grid: one block an SM
     CUDA_CHECK(cudaDeviceGetAttribute(&blocks, cudaDevAttrMultiProcessorCount, device_));
-    auto launch = [data, buf, batch, steps, ctx, sgd, s, fused, fused_head = fused_head,
-                   fused_step = fused_step, order, persistent, blocks](long i) {
-      const auto w = ParamViews<float>::of(buf->params.data());
-      const auto g = ParamViews<float>::of(buf->grads.data());
+    StepKernels kernels;
+    kernels.gemm = {impl, s, cublas_->get()};
+    kernels.fused_head = fused_head;
+    kernels.fused_step = fused_step;
+    kernels.fused_order = order;
+    kernels.persistent_blocks = blocks;
+    // The training step's own launches (host/cuda/cuda_step.hpp), as CudaReplica makes them.
+    auto step = std::make_shared<CudaStep>(view, kernels);
+    auto launch = [buf, batch, steps, sgd, step, fused_step, persistent](long i) {
       if (persistent) {  // one step a launch, on the rows of step 0
-        enqueue_persistent_steps(fused, batch, kGlobalBatch, sgd, /*first=*/0, /*steps=*/1, blocks, s);
+        step->persistent_steps(batch, kGlobalBatch, sgd, /*first=*/0, /*steps=*/1);
         return;
       }
       if (fused_step) {
         // The rows of step 0 every time (the offset is not moved on): the time does not depend on them.
-        enqueue_fused_step(fused, batch, kGlobalBatch, sgd, /*advance_cursor=*/false, order, s);
+        step->fused_step(batch, kGlobalBatch, sgd, /*advance_cursor=*/false);
         return;
       }
-      cuda::gather_normalize(data->images.data(), data->labels.data(),
-                             data->order.data() + sz(i % steps) * sz(batch), buf->x.data(), buf->y.data(),
-                             batch, kIn, s);
-      cuda::linear_forward(buf->x.data(), w.fc1_weight, w.fc1_bias, buf->h.data(), {batch, kIn, kHid}, true,
-                           ctx);
-      if (fused_head) {
-        enqueue_classifier_head(fused, batch, 1.0f / kGlobalBatch, s);
-        cuda::linear_backward(buf->dh.data(), buf->x.data(), w.fc1_weight, g.fc1_weight, nullptr, nullptr,
-                              {batch, kIn, kHid}, false, ctx);
-        cuda::sgd_step(buf->params.data(), buf->grads.data(), nullptr, ParamLayout::kCount, sgd, false, s);
-        return;
-      }
-      cuda::linear_forward(buf->h.data(), w.fc2_weight, w.fc2_bias, buf->logits.data(), {batch, kHid, kOut},
-                           false, ctx);
-      cuda::softmax_xent(buf->logits.data(), buf->y.data(), buf->dlogits.data(),
-                         buf->grads.data() + ParamLayout::kLossSlot, batch, kOut, 1.0f / kGlobalBatch, s);
-      cuda::linear_backward(buf->dlogits.data(), buf->h.data(), w.fc2_weight, g.fc2_weight, g.fc2_bias,
-                            buf->dh.data(), {batch, kHid, kOut}, true, ctx);
-      cuda::linear_backward(buf->dh.data(), buf->x.data(), w.fc1_weight, g.fc1_weight, g.fc1_bias, nullptr,
-                            {batch, kIn, kHid}, false, ctx);
-      cuda::sgd_step(buf->params.data(), buf->grads.data(), nullptr, ParamLayout::kCount, sgd, false, s);
+      step->gradients(static_cast<int>(i % steps) * batch, batch, kGlobalBatch, /*from_cursor=*/false);
+      step->sgd(sgd, /*first_step=*/false);
     };
     Bench b{group, "step", name, fmt::format("{} rows of {}", batch, kGlobalBatch)};
     b.work = step_work(batch, impl);
@@ -158,7 +143,7 @@ void Runner::step_cases(int batch) {
     // and its many-steps-a-launch time is the epoch benchmark's "persistent+64".
     b.graph = !persistent;
     run(b);
-    if (persistent && results_.back().check == "ok") persistent_phases(fused, batch, sgd, blocks);
+    if (persistent && results_.back().check == "ok") persistent_phases(*step, batch, sgd);
   }
 }
 
@@ -181,11 +166,11 @@ Work Runner::step_work(int batch, GemmImpl impl) {
   return w;
 }
 
-void Runner::persistent_phases(const StepView& view, int batch, const SgdConfig& sgd, int blocks) {
+void Runner::persistent_phases(CudaStep& step, int batch, const SgdConfig& sgd) {
   constexpr int kPhaseSteps = 64;
   const cudaStream_t s = stream_->get();
   auto launch = [&](long long* timer) {
-    enqueue_persistent_steps(view, batch, kGlobalBatch, sgd, /*first=*/0, kPhaseSteps, blocks, s, timer);
+    step.persistent_steps(batch, kGlobalBatch, sgd, /*first=*/0, kPhaseSteps, timer);
   };
   if (opt_.check_only) {
     // One launch, with the phase timer (the longer path): no figure to report, and each launch of 64
@@ -223,7 +208,7 @@ void Runner::persistent_phases(const StepView& view, int batch, const SgdConfig&
       "each phase with its barrier: {}\n",
       kPhaseSteps, per_step.median, per_step.p10, per_step.p90, shares);
   persistent_phases_.push_back({{"steps_per_launch", kPhaseSteps},
-                                {"blocks", blocks},
+                                {"blocks", step.kernels().persistent_blocks},
                                 {"rows", batch},
                                 {"step", to_json(per_step)},
                                 {"phases", phases}});

@@ -1,5 +1,8 @@
 #include "host/command/replica_setup.hpp"
 
+#include <stdexcept>
+
+#include "host/command/communicator_table.hpp"
 #include "host/cpu/cpu_replica.hpp"
 
 #ifdef MNISTDP_WITH_CUDA
@@ -11,7 +14,8 @@
 namespace mnistdp {
 
 std::vector<std::unique_ptr<Replica>> make_replicas(const TrainOptions& o, const DataSplits& data,
-                                                    const Placement& placement) {
+                                                    const Placement& placement,
+                                                    [[maybe_unused]] int processes) {
   std::vector<std::unique_ptr<Replica>> replicas;
 #ifdef MNISTDP_WITH_CUDA
   if (placement.gpu) {
@@ -25,6 +29,7 @@ std::vector<std::unique_ptr<Replica>> make_replicas(const TrainOptions& o, const
     step.persistent = o.persistent;
     step.steps_per_graph = o.steps_per_graph;
     step.tf32 = o.tf32;
+    step.alone = placement.replicas == 1 && processes == 1;
     for (int device : placement.replica_devices)
       replicas.push_back(make_cuda_replica(data, device, step));
     return replicas;
@@ -39,19 +44,34 @@ std::unique_ptr<Communicator> make_communicator(
     [[maybe_unused]] const Placement& placement,
     [[maybe_unused]] const std::vector<std::unique_ptr<Replica>>& replicas, ProcessGroup* group,
     [[maybe_unused]] std::chrono::milliseconds timeout) {
+  ReplicaLayout layout;
+  layout.gpu = placement.gpu;
+  layout.processes = group != nullptr;
+  layout.shared_device = placement.gpu && placement.replicas > 1 &&
+                         placement.replica_devices.front() == placement.replica_devices.back();
+  [[maybe_unused]] std::vector<Replica*> raw;
+  for (const auto& r : replicas)
+    raw.push_back(r.get());
+  switch (communicator_for(layout)) {
+    case CommunicatorKind::host_sum:
+      return make_host_communicator();
+    case CommunicatorKind::process_group:
+      return make_process_group_communicator(*group);
 #ifdef MNISTDP_WITH_CUDA
-  if (placement.gpu && group) return make_nccl_rank_communicator(*replicas.front(), *group, timeout);
-  if (placement.gpu) {
-    std::vector<Replica*> raw;
-    for (const auto& r : replicas)
-      raw.push_back(r.get());
-    const bool one_device =
-        placement.replicas > 1 && placement.replica_devices.front() == placement.replica_devices.back();
-    return one_device ? make_same_device_communicator(raw) : make_nccl_communicator(raw);
-  }
+    case CommunicatorKind::nccl:
+      return make_nccl_communicator(raw);
+    case CommunicatorKind::same_device:
+      return make_same_device_communicator(raw);
+    case CommunicatorKind::nccl_ranks:
+      return make_nccl_rank_communicator(*replicas.front(), *group, timeout);
+#else
+    case CommunicatorKind::nccl:
+    case CommunicatorKind::same_device:
+    case CommunicatorKind::nccl_ranks:
+      break;
 #endif
-  if (group) return make_process_group_communicator(*group);
-  return make_host_communicator();
+  }
+  throw std::logic_error("make_communicator: GPU replicas in a build without CUDA");
 }
 
 }  // namespace mnistdp

@@ -15,10 +15,13 @@
 
 namespace mnistdp {
 
+// processes: how many processes train together (each with placement's replicas); a lone replica (one in
+// all) takes its steps whole (Replica::step_alone).
 std::vector<std::unique_ptr<Replica>> make_replicas(const TrainOptions& options, const DataSplits& data,
-                                                    const Placement& placement);
+                                                    const Placement& placement, int processes = 1);
 
-// group: null for a single process. timeout: how long a multi-process NCCL communicator waits for its peers.
+// The communicator the placement's layout takes (communicator_table.hpp). group: null for a single process.
+// timeout: how long a multi-process NCCL communicator waits for its peers.
 std::unique_ptr<Communicator> make_communicator(const Placement& placement,
                                                 const std::vector<std::unique_ptr<Replica>>& replicas,
                                                 ProcessGroup* group, std::chrono::milliseconds timeout);

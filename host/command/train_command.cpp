@@ -523,7 +523,7 @@ int run_train(const TrainOptions& o, const LaunchInfo& launch, ProcessGroup* gro
   else
     signals.set_message_on_kill(
         "mnist-dp: stopped at once by a second signal; nothing was saved (--save PATH keeps the progress)\n");
-  std::vector<std::unique_ptr<Replica>> replicas = make_replicas(o, data, placement);
+  std::vector<std::unique_ptr<Replica>> replicas = make_replicas(o, data, placement, world_size);
   std::unique_ptr<Communicator> communicator = make_communicator(placement, replicas, group, rank_timeout(o));
   if (root) print_placement(placement, replicas, *communicator, t.batch_size, data.train.count, world_size);
   if (root && !placement.gpu) {

@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "host/cuda/cuda_replica.hpp"
+#include "host/cuda/device_replica.hpp"
 #include "host/model/params.hpp"
 #include "kernels/cuda/ops/replica_sum.hpp"
 #include "kernels/cuda/runtime/check.hpp"
@@ -44,26 +44,9 @@ class DeviceGuard {
   int saved_ = -1;
 };
 
-// Every replica as a CudaReplica, or std::invalid_argument naming the first one that is not.
-std::vector<CudaReplica*> as_cuda_replicas(std::span<Replica* const> replicas, const char* who) {
-  if (replicas.empty()) throw std::invalid_argument(fmt::format("{}: no replicas", who));
-  std::vector<CudaReplica*> cuda;
-  cuda.reserve(replicas.size());
-  for (std::size_t r = 0; r < replicas.size(); ++r) {
-    if (!replicas[r]) throw std::invalid_argument(fmt::format("{}: replica {} is null", who, r));
-    auto* c = dynamic_cast<CudaReplica*>(replicas[r]);
-    if (!c) {
-      throw std::invalid_argument(
-          fmt::format("{}: replica {} ({}) is not a CUDA replica", who, r, replicas[r]->description()));
-    }
-    cuda.push_back(c);
-  }
-  return cuda;
-}
-
 // A communicator is made for one list of replicas; all_reduce_gradients must be given that same list, in the
 // same order (the rank of a replica is its position).
-void check_same_replicas(std::span<Replica* const> given, const std::vector<CudaReplica*>& mine,
+void check_same_replicas(std::span<Replica* const> given, const std::vector<DeviceReplica>& mine,
                          const char* who) {
   if (given.size() != mine.size()) {
     throw std::logic_error(
@@ -72,7 +55,7 @@ void check_same_replicas(std::span<Replica* const> given, const std::vector<Cuda
                     who, given.size(), mine.size()));
   }
   for (std::size_t r = 0; r < mine.size(); ++r) {
-    if (given[r] != mine[r]) {
+    if (given[r] != mine[r].replica) {
       throw std::logic_error(
           fmt::format("{}: replica {} is not the one the communicator was made for", who, r));
     }
@@ -143,10 +126,10 @@ class NcclComms {
   bool unusable_ = false;
 };
 
-std::vector<int> distinct_devices(const std::vector<CudaReplica*>& replicas) {
+std::vector<int> distinct_devices(const std::vector<DeviceReplica>& replicas) {
   std::vector<int> devices;
   for (std::size_t r = 0; r < replicas.size(); ++r) {
-    const int device = replicas[r]->device();
+    const int device = replicas[r].device;
     for (std::size_t q = 0; q < r; ++q) {
       if (devices[q] == device) {
         throw std::invalid_argument(fmt::format(
@@ -163,39 +146,12 @@ std::vector<int> distinct_devices(const std::vector<CudaReplica*>& replicas) {
 
 class NcclCommunicator final : public Communicator {
  public:
-  explicit NcclCommunicator(std::vector<CudaReplica*> replicas)
+  explicit NcclCommunicator(std::vector<DeviceReplica> replicas)
       : replicas_(std::move(replicas)),
         devices_(distinct_devices(replicas_)),
         version_(nccl_version()),
-        comms_(init(devices_)) {
-    // World size 1 with step graphs: the all-reduce needs no other rank's call beside it, so the replica
-    // can enqueue it itself, inside the graph of its whole step (host/cuda/cuda_replica.hpp says why).
-    if (replicas_.size() == 1 && replicas_[0]->cuda_graphs()) {
-      CudaReplica* replica = replicas_[0];
-      const ncclComm_t comm = comms_[0];
-      replica->adopt_all_reduce([this, replica, comm](cudaStream_t stream) {
-        if (comms_.unusable()) {
-          throw std::logic_error(
-              "NCCL all-reduce: an earlier NCCL call failed and left the communicators unusable");
-        }
-        // Not through gradient_buffer(), which would launch a recorded step: this runs inside it.
-        float* grads = replica->gradient_buffer_unchecked();  // [ParamLayout::kGradCount]
-        try {
-          NCCL_CHECK(ncclAllReduce(grads, grads, L::kGradCount, ncclFloat, ncclSum, comm, stream));
-        } catch (...) {
-          comms_.mark_unusable();
-          throw;
-        }
-      });
-    }
-  }
+        comms_(init(devices_)) {}
 
-  // The replica that enqueues its own all-reduce must let go of it, and finish every graph that holds it,
-  // before the communicators are destroyed.
-  ~NcclCommunicator() override {
-    for (CudaReplica* replica : replicas_)
-      replica->release_all_reduce();
-  }
   NcclCommunicator(const NcclCommunicator&) = delete;
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
 
@@ -221,17 +177,15 @@ class NcclCommunicator final : public Communicator {
       throw std::logic_error(
           "NCCL all-reduce: an earlier NCCL call failed and left the communicators unusable");
     }
-    // A replica that owns its all-reduce (world size 1, step graphs) enqueues it within its step.
-    if (replicas_.size() == 1 && replicas_[0]->owns_all_reduce()) return;
     const DeviceGuard guard;
     try {
       NCCL_CHECK(ncclGroupStart());
       try {
         for (std::size_t r = 0; r < replicas_.size(); ++r) {
           CUDA_CHECK(cudaSetDevice(devices_[r]));
-          float* grads = replicas_[r]->gradient_buffer();  // [ParamLayout::kGradCount] on devices_[r]
-          NCCL_CHECK(ncclAllReduce(grads, grads, L::kGradCount, ncclFloat, ncclSum, comms_[r],
-                                   replicas_[r]->stream()));
+          float* grads = replicas_[r].replica->gradient_buffer();  // [ParamLayout::kGradCount] on devices_[r]
+          NCCL_CHECK(
+              ncclAllReduce(grads, grads, L::kGradCount, ncclFloat, ncclSum, comms_[r], replicas_[r].stream));
         }
       } catch (...) {
         static_cast<void>(ncclGroupEnd());  // closes the group (and reports the same failure)
@@ -251,8 +205,8 @@ class NcclCommunicator final : public Communicator {
     return NcclComms(devices);
   }
 
-  std::vector<CudaReplica*> replicas_;  // rank r is replicas_[r]
-  std::vector<int> devices_;            // [ranks]: replicas_[r]->device()
+  std::vector<DeviceReplica> replicas_;  // rank r is replicas_[r]
+  std::vector<int> devices_;             // [ranks]: replicas_[r].device
   std::string version_;
   NcclComms comms_;
 };
@@ -283,14 +237,14 @@ class NcclCommunicator final : public Communicator {
 // Events can be recorded again while waits on an earlier record are pending: cudaStreamWaitEvent waits for
 // the record that was the latest when it was called, so one set of events serves every step.
 
-std::string same_device_name(const std::vector<CudaReplica*>& replicas) {
-  const int device = replicas[0]->device();
+std::string same_device_name(const std::vector<DeviceReplica>& replicas) {
+  const int device = replicas[0].device;
   for (std::size_t r = 1; r < replicas.size(); ++r) {
-    if (replicas[r]->device() != device) {
+    if (replicas[r].device != device) {
       throw std::invalid_argument(fmt::format(
           "same-device all-reduce: replica {} is on CUDA device {} (cuda:{}) but replica 0 is on device {} "
           "(cuda:{}); all replicas must share one GPU. For one replica per GPU use the NCCL communicator",
-          r, replicas[r]->device(), replicas[r]->device(), device, device));
+          r, replicas[r].device, replicas[r].device, device, device));
     }
   }
   return fmt::format("cuda:{}", device);
@@ -298,23 +252,23 @@ std::string same_device_name(const std::vector<CudaReplica*>& replicas) {
 
 class SameDeviceCommunicator final : public Communicator {
  public:
-  explicit SameDeviceCommunicator(std::vector<CudaReplica*> replicas)
+  explicit SameDeviceCommunicator(std::vector<DeviceReplica> replicas)
       : replicas_(std::move(replicas)),
         device_name_(same_device_name(replicas_)),
-        device_(replicas_[0]->device()) {
+        device_(replicas_[0].device) {
     const std::size_t n = replicas_.size();
-    for (CudaReplica* replica : replicas_)
-      buffers_.push_back(replica->gradient_buffer());
+    for (const DeviceReplica& placed : replicas_)
+      buffers_.push_back(placed.replica->gradient_buffer());
     if (n < 2) return;  // one replica: the sum is its own buffer, nothing to do or to allocate
 
     const DeviceGuard guard;
     CUDA_CHECK(cudaSetDevice(device_));  // the events and the table belong to this device
-    // The buffers never move (a CudaReplica allocates its gradient buffer once), so the table of their
+    // The buffers never move (a replica allocates its gradient buffer once), so the table of their
     // addresses is uploaded once. On replica 0's stream, the kernel's, and waited for, so that the host
     // vector is free to go and the table is in place before any kernel can read it.
     std::vector<const float*> table(buffers_.begin(), buffers_.end());
     device_table_ = DeviceBuffer<const float*>(n);
-    const cudaStream_t root = replicas_[0]->stream();
+    const cudaStream_t root = replicas_[0].stream;
     CUDA_CHECK(cudaMemcpyAsync(device_table_.data(), table.data(), device_table_.bytes(),
                                cudaMemcpyHostToDevice, root));
     CUDA_CHECK(cudaStreamSynchronize(root));
@@ -346,7 +300,7 @@ class SameDeviceCommunicator final : public Communicator {
   void all_reduce_gradients(std::span<Replica* const> replicas) override {
     check_same_replicas(replicas, replicas_, "same-device all-reduce");
     for (std::size_t r = 0; r < replicas_.size(); ++r) {
-      if (replicas_[r]->gradient_buffer() != buffers_[r]) {
+      if (replicas_[r].replica->gradient_buffer() != buffers_[r]) {
         throw std::logic_error(fmt::format("same-device all-reduce: replica {}'s gradient buffer moved", r));
       }
     }
@@ -355,13 +309,13 @@ class SameDeviceCommunicator final : public Communicator {
 
     const DeviceGuard guard;
     CUDA_CHECK(cudaSetDevice(device_));
-    const cudaStream_t root = replicas_[0]->stream();
+    const cudaStream_t root = replicas_[0].stream;
     constexpr std::size_t kBytes = L::kGradCount * sizeof(float);
 
     // Reduce: replica 0's stream waits for every replica's gradients, then sums them into b_0 in replica
     // order.
     for (std::size_t r = 1; r < n; ++r) {
-      ready_[r - 1].record(replicas_[r]->stream());
+      ready_[r - 1].record(replicas_[r].stream);
       CUDA_CHECK(cudaStreamWaitEvent(root, ready_[r - 1].get(), 0));
     }
     cuda::sum_in_order(device_table_.data(), static_cast<int>(n), buffers_[0], L::kGradCount, root);
@@ -371,7 +325,7 @@ class SameDeviceCommunicator final : public Communicator {
     // Broadcast: each other replica copies the sum into its own buffer on its own stream; replica 0's stream
     // waits for those copies before it goes on (see the order of a step above).
     for (std::size_t r = 1; r < n; ++r) {
-      const cudaStream_t s = replicas_[r]->stream();
+      const cudaStream_t s = replicas_[r].stream;
       CUDA_CHECK(cudaStreamWaitEvent(s, summed_->get(), 0));
       CUDA_CHECK(cudaMemcpyAsync(buffers_[r], buffers_[0], kBytes, cudaMemcpyDeviceToDevice, s));
       copied_[r - 1].record(s);
@@ -380,7 +334,7 @@ class SameDeviceCommunicator final : public Communicator {
   }
 
  private:
-  std::vector<CudaReplica*> replicas_;
+  std::vector<DeviceReplica> replicas_;
   std::string device_name_;
   int device_;
   std::vector<float*> buffers_;  // [replicas]: each replica's gradient buffer, [kGradCount]
@@ -395,11 +349,11 @@ class SameDeviceCommunicator final : public Communicator {
 }  // namespace
 
 std::unique_ptr<Communicator> make_nccl_communicator(std::span<Replica* const> replicas) {
-  return std::make_unique<NcclCommunicator>(as_cuda_replicas(replicas, "NCCL all-reduce"));
+  return std::make_unique<NcclCommunicator>(device_replicas(replicas, "NCCL all-reduce"));
 }
 
 std::unique_ptr<Communicator> make_same_device_communicator(std::span<Replica* const> replicas) {
-  return std::make_unique<SameDeviceCommunicator>(as_cuda_replicas(replicas, "same-device all-reduce"));
+  return std::make_unique<SameDeviceCommunicator>(device_replicas(replicas, "same-device all-reduce"));
 }
 
 }  // namespace mnistdp

@@ -11,16 +11,15 @@
 namespace mnistdp {
 
 // One replica per GPU, one process: ncclCommInitAll over the replicas' devices, and one grouped ncclAllReduce
-// (sum, float) per step on the flat gradient buffer. Also valid for a single replica (world size 1); when
-// that replica replays its steps as CUDA graphs, it is handed the all-reduce (CudaReplica::adopt_all_reduce)
-// and enqueues it inside its step graph, and all_reduce_gradients enqueues nothing. Every replica must be a
-// CudaReplica on a distinct device, and outlive the communicator.
+// (sum, float) per step on the flat gradient buffer. Also valid for a single replica (world size 1), where
+// the sum is the identity (the trainer takes a lone replica's steps through Replica::step_alone, without
+// it). Every replica must be on a distinct CUDA device (Replica::device_place), and outlive the
+// communicator.
 std::unique_ptr<Communicator> make_nccl_communicator(std::span<Replica* const> replicas);
 
 // Several replicas on one GPU (NCCL refuses two ranks on one device): the sum is taken by a kernel on replica
 // 0's stream, after events from the other replicas' streams, in replica order (deterministic), then copied
-// back to the other replicas' buffers on their streams. Every replica must be a CudaReplica on the same
-// device.
+// back to the other replicas' buffers on their streams. Every replica must be on the same CUDA device.
 std::unique_ptr<Communicator> make_same_device_communicator(std::span<Replica* const> replicas);
 
 }  // namespace mnistdp
@@ -31,7 +30,7 @@ namespace mnistdp {
 // group carries it to the other ranks, and ncclCommInitRankConfig joins them. The communicator is
 // non-blocking, so that no NCCL call can hang the host: every wait (the initialisation, await_completion)
 // polls ncclCommGetAsyncError and gives up after `timeout`, aborting the communicator, which releases the
-// stream. `replica` must be a CudaReplica whose device is already current on the calling thread.
+// stream. `replica` must be on a CUDA device (Replica::device_place), already current on the calling thread.
 std::unique_ptr<Communicator> make_nccl_rank_communicator(Replica& replica, ProcessGroup& group,
                                                           std::chrono::milliseconds timeout);
 

@@ -7,16 +7,13 @@
 #include <stdexcept>
 #include <utility>
 
-#include "host/cuda/fused_kernel_arguments.hpp"
 #include "host/model/init.hpp"
 #include "host/model/params.hpp"
 #include "kernels/cuda/fused/classifier_head.hpp"
 #include "kernels/cuda/fused/persistent_step.hpp"
 #include "kernels/cuda/ops/gather.hpp"
 #include "kernels/cuda/ops/loss_watch.hpp"
-#include "kernels/cuda/ops/sgd.hpp"
 #include "kernels/cuda/ops/softmax_xent.hpp"
-#include "kernels/cuda/ops/step_cursor.hpp"
 #include "kernels/cuda/runtime/check.hpp"
 #include "kernels/cuda/thrust/accuracy.hpp"
 #include "kernels/cuda/thrust/epoch_order.hpp"
@@ -69,6 +66,13 @@ DeviceBuffer<T> upload(const std::vector<T>& host, cudaStream_t stream) {
 }
 
 }  // namespace
+
+StepLaunchWay step_launch_way(const CudaStepOptions& options) {
+  if (options.persistent) return StepLaunchWay::persistent;
+  if (options.cuda_graphs && options.steps_per_graph > 1) return StepLaunchWay::steps_a_graph;
+  if (options.cuda_graphs) return StepLaunchWay::graph_a_step;
+  return StepLaunchWay::plain;
+}
 
 int count_cuda_devices(std::string& why_none) {
   why_none.clear();
@@ -138,6 +142,8 @@ cudaError_t query_cuda_device(int index, CudaDeviceInfo& info, const char** fail
 
 CudaReplica::CudaReplica(const DataSplits& data, int device, const CudaStepOptions& options)
     : device_(select_device(device)),
+      way_(step_launch_way(options)),
+      alone_(options.alone),
       gemm_(options.gemm),
       tf32_(options.tf32),
       fused_head_(options.fused_head),
@@ -167,8 +173,14 @@ CudaReplica::CudaReplica(const DataSplits& data, int device, const CudaStepOptio
   if (persistent_) {
     // More blocks than stay resident are refused now rather than at the first step: the grid-wide barrier
     // would wait for blocks that never start. A device without cooperative launches is refused only where
-    // the kernel would run, once the replica is handed its all-reduce (adopt_all_reduce).
+    // the kernel would run: for a lone replica.
     persistent_most_blocks_per_sm_ = cuda::persistent_step_max_blocks_per_sm();
+    if (alone_ && persistent_most_blocks_per_sm_ == 0) {
+      throw std::invalid_argument(fmt::format(
+          "the persistent kernel (--persistent) needs cooperative launches, which cuda:{} {} does not take "
+          "here",
+          device_, device_name_));
+    }
     const int most = std::max(persistent_most_blocks_per_sm_, 1);
     if (persistent_blocks_per_sm_ < 1 || persistent_blocks_per_sm_ > most) {
       throw std::invalid_argument(
@@ -209,15 +221,24 @@ CudaReplica::CudaReplica(const DataSplits& data, int device, const CudaStepOptio
   CUDA_CHECK(cudaMemsetAsync(grads_.data(), 0, grads_.bytes(), s));
 
   cursor_ = DeviceBuffer<int>(1);
-  launch_ = choose_step_launch();
+  loss_watch_ = DeviceBuffer<cuda::LossWatch>(1);
+  host_watch_ = PinnedBuffer<cuda::LossWatch>(1);
+  cuda::start_loss_watch(loss_watch_.data(), 0, s);
+  StepKernels kernels;
+  kernels.gemm = {gemm_, s, cublas_ ? cublas_->get() : nullptr};
+  kernels.fused_head = fused_head_;
+  kernels.fused_step = fused_step_;
+  kernels.fused_order = fused_order_;
+  kernels.persistent_blocks = persistent_ ? sm_count_ * persistent_blocks_per_sm_ : 0;
+  step_.emplace(step_view(), kernels, [this](Mark m) { mark(m); });
+  StepLaunchSettings settings;
+  settings.steps_per_graph = steps_per_graph_;
+  launch_ = step_launch_version(way_).make(*step_, settings);
   ensure_rows(std::max(kInitialRows, std::min(kEvalChunk, std::max(test_count_, 1))));
   const int chunks = (test_count_ + kEvalChunk - 1) / kEvalChunk;
   eval_loss_ = DeviceBuffer<float>(static_cast<std::size_t>(chunks));
   eval_correct_ = DeviceBuffer<std::uint8_t>(static_cast<std::size_t>(test_count_));
   host_loss_ = PinnedBuffer<float>(1);
-  loss_watch_ = DeviceBuffer<cuda::LossWatch>(1);
-  host_watch_ = PinnedBuffer<cuda::LossWatch>(1);
-  cuda::start_loss_watch(loss_watch_.data(), 0, s);
   stream_.synchronize();  // the uploads read host vectors the caller may free
 }
 
@@ -247,6 +268,7 @@ void CudaReplica::ensure_rows(int rows) {
   logits_ = DeviceBuffer<float>(n * L::kClasses);
   dlogits_ = DeviceBuffer<float>(n * L::kClasses);
   rows_ = rows;
+  step_->set_buffers(step_view());
 }
 
 std::size_t CudaReplica::device_bytes() const {
@@ -258,37 +280,34 @@ std::size_t CudaReplica::device_bytes() const {
 }
 
 std::string CudaReplica::description() const {
-  // The fused step runs only once the communicator has handed this replica its all-reduce (a lone replica).
+  // The fused step, several steps a graph and the persistent kernel run a lone replica's whole steps alone.
   // Shards too large for the fused head run the plain launches (in graphs, with graphs on).
+  const bool whole_steps = alone_ && graphs_on_;
   std::string fused;
   if (fused_step_ || fused_head_) {
-    const char* what = !fused_step_ || !owns_all_reduce()                ? "fused head"
+    const char* what = !fused_step_ || !whole_steps                      ? "fused head"
                        : persistent_                                     ? "fused step, persistent kernel"
                        : fused_order_ == cuda::LaunchOrder::programmatic ? "fused step, programmatic launch"
                                                                          : "fused step";
     fused =
         fmt::format(", {} for shards of up to {} rows{}", what, cuda::classifier_head_max_rows(L::kClasses),
-                    fused_step_ && !owns_all_reduce() ? " (the fused step needs a lone replica)" : "");
+                    fused_step_ && !whole_steps ? " (the fused step needs a lone replica)" : "");
   }
   std::string graphs;
-  if (persistent_ && owns_all_reduce())
+  if (persistent_ && whole_steps)
     graphs = fmt::format(
         ", {} a launch, {} block{} an SM",
         steps_per_graph_ == 1 ? std::string("1 step") : fmt::format("up to {} steps", steps_per_graph_),
         persistent_blocks_per_sm_, persistent_blocks_per_sm_ == 1 ? "" : "s");
   else if (graphs_on_ && steps_per_graph_ > 1)
-    graphs = owns_all_reduce() ? fmt::format(", CUDA graphs of up to {} steps", steps_per_graph_)
-                               : std::string(", CUDA graphs (several steps a graph need a lone replica)");
+    graphs = whole_steps ? fmt::format(", CUDA graphs of up to {} steps", steps_per_graph_)
+                         : std::string(", CUDA graphs (several steps a graph need a lone replica)");
   else if (graphs_on_)
     graphs = ", CUDA graphs";
   return fmt::format("cuda:{} {} (sm_{}{}, {} SMs), gemm {}{}{}, {:.1f} MiB of device memory", device_,
                      device_name_, cc_major_, cc_minor_, sm_count_,
                      fmt::format("{}{}", gemm_impl_name(gemm_), tf32_ ? " (TF32)" : ""), fused, graphs,
                      static_cast<double>(device_bytes()) / kMiB);
-}
-
-cuda::GemmContext CudaReplica::gemm_context() const {
-  return {gemm_, stream_.get(), cublas_ ? cublas_->get() : nullptr};
 }
 
 void CudaReplica::load_parameters(std::span<const float> params) {
@@ -299,7 +318,7 @@ void CudaReplica::load_parameters(std::span<const float> params) {
   activate();
   // Queued steps update the parameters this replaces; a recorded step computes with the parameters it was
   // recorded with.
-  launch_->flush();
+  launch_->launch_queued();
   CUDA_CHECK(
       cudaMemcpyAsync(params_.data(), params.data(), params_.bytes(), cudaMemcpyHostToDevice, stream_.get()));
   synchronize();
@@ -349,7 +368,7 @@ void CudaReplica::store_momentum(std::span<float> momentum) {
 
 void CudaReplica::make_epoch_order(std::uint64_t seed, int epoch) {
   activate();
-  launch_->flush();  // queued and recorded steps read the order they were given with
+  launch_->launch_queued();  // queued and recorded steps read the order they were given with
   // Queued on the stream after the steps already queued, which read the previous order; nothing waits.
   cuda::epoch_order(order_.data(), order_keys_.data(), train_count_, epoch_shuffle_seed(seed, epoch),
                     thrust_scratch_, stream_.get());
@@ -369,7 +388,7 @@ void CudaReplica::set_epoch_order(std::span<const std::int32_t> order) {
         fmt::format("set_epoch_order: index {} at position {} is out of range", *bad, bad - order.begin()));
   }
   activate();
-  launch_->flush();  // queued and recorded steps read the order they were given with
+  launch_->launch_queued();  // queued and recorded steps read the order they were given with
   // The copy is ordered on the stream after the steps already queued, which read the previous order.
   if (!order.empty()) {
     PinnedBuffer<std::int32_t>& staging = order_staging_[static_cast<std::size_t>(order_slot_)];
@@ -382,19 +401,6 @@ void CudaReplica::set_epoch_order(std::span<const std::int32_t> order) {
     order_slot_ = 1 - order_slot_;
   }
   order_set_ = true;
-}
-
-void CudaReplica::fc1_forward(int rows) {
-  const auto w = ParamViews<float>::of(params_.data());
-  cuda::linear_forward(x_.data(), w.fc1_weight, w.fc1_bias, h_.data(), {rows, L::kInput, L::kHidden}, true,
-                       gemm_context());
-}
-
-void CudaReplica::forward(int rows) {
-  fc1_forward(rows);
-  const auto w = ParamViews<float>::of(params_.data());
-  cuda::linear_forward(h_.data(), w.fc2_weight, w.fc2_bias, logits_.data(), {rows, L::kHidden, L::kClasses},
-                       false, gemm_context());
 }
 
 StepView CudaReplica::step_view() {
@@ -416,19 +422,6 @@ StepView CudaReplica::step_view() {
   return b;
 }
 
-void CudaReplica::enqueue_fused_step(int count, int global_batch, const SgdConfig& cfg) {
-  // No timeline marks: traced steps run the plain way.
-  mnistdp::enqueue_fused_step(step_view(), count, global_batch, cfg, /*advance_cursor=*/true, fused_order_,
-                              stream_.get());
-  ++fused_head_steps_;
-  ++fused_steps_;
-}
-
-void CudaReplica::enqueue_classifier_head(int rows, float grad_scale) {
-  mnistdp::enqueue_classifier_head(step_view(), rows, grad_scale, stream_.get());
-  ++fused_head_steps_;
-}
-
 void CudaReplica::compute_gradients(int first, int count, int global_batch) {
   if (!order_set_)
     throw std::logic_error("compute_gradients: no epoch order (make_epoch_order or set_epoch_order) yet");
@@ -441,84 +434,45 @@ void CudaReplica::compute_gradients(int first, int count, int global_batch) {
         fmt::format("compute_gradients: global batch {} for a shard of {} rows", global_batch, count));
   }
   activate();
+  if (count > 0) ensure_rows(count);
+  // Traced steps (with the timeline's marks), and a lone replica's steps in two calls (the momentum buffer's
+  // first, an empty shard), run the plain way: a lone replica's graphs hold whole steps.
+  if (tracing() || alone_) {
+    launch_->launch_queued();
+    if (count == 0)
+      step_->zero_gradients();
+    else
+      step_->gradients(first, count, global_batch, /*from_cursor=*/false);
+    return;
+  }
   launch_->compute_gradients(first, count, global_batch);
-}
-
-void CudaReplica::zero_gradients() {
-  for (Mark m : {Mark::gather, Mark::forward, Mark::loss, Mark::backward})
-    mark(m);
-  CUDA_CHECK(cudaMemsetAsync(grads_.data(), 0, grads_.bytes(), stream_.get()));
-  mark(Mark::backward_end);
-}
-
-void CudaReplica::enqueue_gradients(int first, int count, int global_batch, bool from_cursor) {
-  const cudaStream_t s = stream_.get();
-  const auto w = ParamViews<float>::of(params_.data());
-  const auto g = ParamViews<float>::of(grads_.data());
-  const cuda::GemmContext ctx = gemm_context();
-
-  mark(Mark::gather);
-  if (from_cursor) {
-    cuda::gather_normalize_at(train_images_.data(), train_labels_.data(), order_.data(), cursor_.data(),
-                              x_.data(), y_.data(), count, L::kInput, s);
-  } else {
-    cuda::gather_normalize(train_images_.data(), train_labels_.data(), order_.data() + first, x_.data(),
-                           y_.data(), count, L::kInput, s);
-  }
-  // Scaled by 1 / global batch, not 1 / count: the replicas' gradients then sum to the global batch's.
-  const float grad_scale = 1.0f / static_cast<float>(global_batch);
-  mark(Mark::forward);
-  if (fused_head_ && cuda::classifier_head_fits(count, L::kClasses)) {
-    // fc1's forward; one kernel from fc2's forward to fc1's bias gradient (the trace's "loss" span); fc1's
-    // weight gradient.
-    fc1_forward(count);
-    mark(Mark::loss);
-    enqueue_classifier_head(count, grad_scale);
-    mark(Mark::backward);
-    cuda::linear_backward(dh_.data(), x_.data(), w.fc1_weight, g.fc1_weight, nullptr, nullptr,
-                          {count, L::kInput, L::kHidden}, false, ctx);
-  } else {
-    forward(count);
-    mark(Mark::loss);
-    cuda::softmax_xent(logits_.data(), y_.data(), dlogits_.data(), grads_.data() + L::kLossSlot, count,
-                       L::kClasses, grad_scale, s);
-    mark(Mark::backward);
-    cuda::linear_backward(dlogits_.data(), h_.data(), w.fc2_weight, g.fc2_weight, g.fc2_bias, dh_.data(),
-                          {count, L::kHidden, L::kClasses}, true, ctx);
-    cuda::linear_backward(dh_.data(), x_.data(), w.fc1_weight, g.fc1_weight, g.fc1_bias, nullptr,
-                          {count, L::kInput, L::kHidden}, false, ctx);
-  }
-  // Inside a graph: the next replay's rows start one global batch further on.
-  if (from_cursor) cuda::advance_cursor(cursor_.data(), global_batch, s);
-  mark(Mark::backward_end);
 }
 
 void CudaReplica::sgd_step(const SgdConfig& cfg) {
   activate();
   const bool with_momentum = cfg.momentum != 0.0f;
-  launch_->sgd_step(cfg, /*first_step=*/with_momentum && !has_momentum_);
+  const bool first_step = with_momentum && !has_momentum_;
+  if (tracing() || alone_) {
+    launch_->launch_queued();
+    step_->sgd(cfg, first_step);
+  } else {
+    launch_->sgd_step(cfg, first_step);
+  }
   if (with_momentum) has_momentum_ = true;
 }
 
-void CudaReplica::enqueue_sgd(const SgdConfig& cfg, bool first_step) {
-  const bool with_momentum = cfg.momentum != 0.0f;
-  mark(Mark::sgd);
-  // After the all-reduce: the loss slot holds the global batch's sum, the same on every replica.
-  cuda::sgd_step(params_.data(), grads_.data(), with_momentum ? momentum_.data() : nullptr, L::kCount, cfg,
-                 first_step, stream_.get(), grads_.data() + L::kLossSlot, loss_watch_.data());
-  mark(Mark::sgd_end);
-}
-
-bool CudaReplica::fused_step_takes(int count) const {
-  return fused_step_ && cuda::classifier_head_fits(count, L::kClasses);
-}
-
-void CudaReplica::enqueue_persistent_steps(int count, int global_batch, const SgdConfig& cfg, int first,
-                                           int steps) {
-  mnistdp::enqueue_persistent_steps(step_view(), count, global_batch, cfg, first, steps,
-                                    sm_count_ * persistent_blocks_per_sm_, stream_.get());
-  persistent_steps_ += steps;
-  ++persistent_launches_;
+bool CudaReplica::step_alone(int first, int count, const SgdConfig& cfg) {
+  // The momentum buffer's first step and traced steps run the plain way, through the two calls.
+  if (!alone_ || tracing() || count == 0 || (cfg.momentum != 0.0f && !has_momentum_)) return false;
+  if (!order_set_)
+    throw std::logic_error("step_alone: no epoch order (make_epoch_order or set_epoch_order) yet");
+  if (first < 0 || first > train_count_ - count) {
+    throw std::out_of_range(fmt::format("step_alone: rows [{}, {}) outside the training set of {}", first,
+                                        first + count, train_count_));
+  }
+  activate();
+  ensure_rows(count);
+  return launch_->step_alone(first, count, cfg);
 }
 
 float* CudaReplica::gradient_buffer() {
@@ -526,36 +480,9 @@ float* CudaReplica::gradient_buffer() {
   // a recorded step must be on the stream by then.
   if (launch_->holds_steps()) {
     activate();
-    launch_->flush();
+    launch_->launch_queued();
   }
   return grads_.data();
-}
-
-void CudaReplica::adopt_all_reduce(AllReduceFn all_reduce) {
-  if (!all_reduce) throw std::invalid_argument("adopt_all_reduce: no all-reduce given");
-  launch_->adopt_all_reduce(std::move(all_reduce));
-}
-
-void CudaReplica::release_all_reduce() noexcept {
-  launch_->release_all_reduce();
-}
-
-std::unique_ptr<StepLaunch> CudaReplica::choose_step_launch() {
-  if (persistent_) {
-    // A device without cooperative launches is refused only where the kernel would run: once the replica
-    // is handed its all-reduce.
-    std::string cant_launch;
-    if (persistent_most_blocks_per_sm_ == 0) {
-      cant_launch = fmt::format(
-          "the persistent kernel (--persistent) needs cooperative launches, which cuda:{} {} does not take "
-          "here",
-          device_, device_name_);
-    }
-    return make_persistent_step_launch(*this, steps_per_graph_, std::move(cant_launch));
-  }
-  if (graphs_on_ && steps_per_graph_ > 1) return make_queued_step_launch(*this, steps_per_graph_);
-  if (graphs_on_) return make_graph_step_launch(*this);
-  return make_plain_step_launch(*this);
 }
 
 void CudaReplica::mark(Mark m) {
@@ -570,7 +497,7 @@ void CudaReplica::mark(Mark m) {
 
 void CudaReplica::trace_steps(long steps) {
   activate();
-  launch_->flush();
+  launch_->launch_queued();
   trace_events_.clear();
   traced_steps_ = 0;
   trace_remaining_ = steps;
@@ -623,7 +550,7 @@ std::optional<NonFiniteLoss> CudaReplica::first_nonfinite_loss() const {
 
 float CudaReplica::loss_sum() {
   activate();
-  launch_->flush();
+  launch_->launch_queued();
   CUDA_CHECK(cudaMemcpyAsync(host_loss_.data(), grads_.data() + L::kLossSlot, sizeof(float),
                              cudaMemcpyDeviceToHost, stream_.get()));
   synchronize();
@@ -643,7 +570,7 @@ EvalResult CudaReplica::evaluate() {
     const int rows = std::min(kEvalChunk, test_count_ - first);
     cuda::gather_normalize(test_images_.data(), test_labels_.data(), test_rows_.data() + first, x_.data(),
                            y_.data(), rows, L::kInput, s);
-    forward(rows);
+    step_->forward(rows);
     cuda::softmax_xent(logits_.data(), y_.data(), nullptr, eval_loss_.data() + c, rows, L::kClasses, 1.0f, s);
     cuda::mark_correct(logits_.data(), y_.data(), eval_correct_.data() + first, rows, L::kClasses,
                        thrust_scratch_, s);

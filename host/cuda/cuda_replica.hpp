@@ -4,10 +4,9 @@
 // A training step is a sequence of launches on the replica's stream with no host synchronisation; only
 // loss_sum(), evaluate() and the parameter copies wait for the device.
 //
-//
-// The replica owns the buffers and launches each operation of a step; how a step's launches reach the stream
-// (one by one, as CUDA graphs, several steps a graph, a persistent kernel) is a StepLaunch of its own
-// (step_launch.hpp), chosen from CudaStepOptions when the replica is made.
+// The replica owns the buffers; a step's launches are written once, in its CudaStep (cuda_step.hpp), and when
+// they reach the stream (one by one, as CUDA graphs, several steps a graph, a persistent kernel) is a
+// StepLaunch of its own (step_launch.hpp), chosen from CudaStepOptions when the replica is made.
 #include <cuda_runtime_api.h>
 
 #include <array>
@@ -20,11 +19,10 @@
 #include <string>
 #include <vector>
 
-#include "host/cuda/fused_kernel_arguments.hpp"
+#include "host/cuda/cuda_step.hpp"
 #include "host/cuda/step_launch.hpp"
 #include "host/training/replica.hpp"
 #include "kernels/cuda/gemm/gemm_version.hpp"
-#include "kernels/cuda/ops/linear.hpp"
 #include "kernels/cuda/ops/loss_watch.hpp"
 #include "kernels/cuda/runtime/launch_order.hpp"
 #include "kernels/cuda/runtime/memory.hpp"
@@ -63,37 +61,44 @@ cudaError_t query_cuda_device(int index, CudaDeviceInfo& info, const char** fail
 // How a CudaReplica runs a training step.
 struct CudaStepOptions {
   GemmImpl gemm = GemmImpl::blocked;
-  // Replay each step as a CUDA graph (see CudaReplica).
+  // Replay each step as a CUDA graph (graph_step.hpp).
   bool cuda_graphs = false;
   // fc2's forward and backward, the loss and fc1's bias gradient in one kernel
   // (kernels/cuda/fused/classifier_head.hpp), for shards small enough for it (cuda::classifier_head_fits);
   // the plain launches otherwise. The same bits as the plain path with every GEMM but cuBLAS.
   bool fused_head = false;
   // The whole step in three kernels (the batch gathered inside fc1's forward product; the classifier head;
-  // fc1's weight gradient with every parameter's SGD step), where the replica owns its all-reduce (one
-  // replica, world size 1: the all-reduce is the identity) and replays whole steps (cuda_graphs). The same
-  // bits as the plain path with every GEMM but cuBLAS.
+  // fc1's weight gradient with every parameter's SGD step), for a lone replica's steps (alone: nothing is
+  // all-reduced between the gradients and the SGD step) replayed as graphs (cuda_graphs). The same bits as
+  // the plain path with every GEMM but cuBLAS.
   bool fused_step = false;
   // With fused_step: the step's second and third kernels launched programmatically
   // (kernels/cuda/runtime/launch_order.hpp), so that each may be scheduled while the one before finishes.
   // Compute capability 9.0 and newer; the same bits.
   bool programmatic_launch = false;
-  // With cuda_graphs, where the replica owns its all-reduce: up to this many consecutive steps replayed as
-  // one graph (1: a graph a step). Steps wait on the host until that many are queued or something reads.
+  // With cuda_graphs, for a lone replica: up to this many consecutive steps replayed as one graph (1: a
+  // graph a step). Steps wait on the host until that many are queued or something reads.
   int steps_per_graph = 1;
-  // With fused_step, where the replica owns its all-reduce: the queued steps (steps_per_graph at most)
+  // With fused_step, for a lone replica: the queued steps (steps_per_graph at most)
   // launched as one persistent kernel (kernels/cuda/fused/persistent_step.hpp) instead of a graph: its phases
   // a grid-wide barrier apart where the fused step's kernels are a kernel boundary apart. The same bits.
   bool persistent = false;
   // With persistent: the kernel's blocks per SM (1 to the most that stay resident). A device without
-  // cooperative launches is refused when the replica is handed its all-reduce, where the kernel would run.
+  // cooperative launches is refused for a lone replica, where the kernel would run.
   int persistent_blocks_per_sm = 1;
   // With gemm cublas: cuBLAS's products in TF32 on tensor cores (CublasHandle). Not the plain path's
   // results: an option whose accuracy is measured, never the default.
   bool tf32 = false;
+  // The only replica of the run (one replica, one process): its steps come whole, through step_alone, and
+  // with cuda_graphs run as the whole-step graphs, fused or queued steps and the persistent kernel above.
+  // Otherwise step_alone declines, and the fast paths that need a lone replica stand aside.
+  bool alone = false;
 };
 
-class CudaReplica final : public Replica, private StepOps {
+// The way of launching steps that the options ask for (step_launch.hpp).
+StepLaunchWay step_launch_way(const CudaStepOptions& options);
+
+class CudaReplica final : public Replica {
  public:
   // Rows per evaluation launch sequence: the test set goes through in chunks of this many rows.
   static constexpr int kEvalChunk = 1024;
@@ -117,9 +122,11 @@ class CudaReplica final : public Replica, private StepOps {
   void set_epoch_order(std::span<const std::int32_t> order) override;
   void compute_gradients(int first, int count, int global_batch) override;
   float* gradient_buffer() override;  // device memory, [ParamLayout::kGradCount]
-  // The same address, without launching a recorded step: for an adopted all-reduce, which runs inside one.
-  float* gradient_buffer_unchecked() { return grads_.data(); }
   void sgd_step(const SgdConfig& cfg) override;
+  // With CudaStepOptions::alone and cuda_graphs, the whole step the way chosen takes it; false otherwise,
+  // and for the first step with momentum and traced steps, which run the plain way.
+  bool step_alone(int first, int count, const SgdConfig& cfg) override;
+  std::optional<DevicePlace> device_place() const override { return DevicePlace{device_, stream_.get()}; }
   float loss_sum() override;
   // Always on: each step's last kernel moves the record on (kernels/cuda/ops/loss_watch.hpp); this numbers
   // the steps.
@@ -129,64 +136,37 @@ class CudaReplica final : public Replica, private StepOps {
   void trace_steps(long steps) override;
   std::vector<StepMarks> take_trace() override;
 
-  // For the communicator: the device, and the stream every launch of this replica goes on (an all-reduce of
-  // gradient_buffer() must be ordered on it, after compute_gradients and before sgd_step). Steps queued by
+  // The device, and the stream every launch of this replica goes on (device_place()). Steps queued by
   // steps_per_graph are not on it until something launches them (gradient_buffer(), loss_sum(), any read):
   // waiting on the stream alone does not wait for them.
   int device() const { return device_; }
-  cudaStream_t stream() const override { return stream_.get(); }
+  cudaStream_t stream() const { return stream_.get(); }
   // Bytes of device memory this replica holds (its buffers; the CUDA context and cuBLAS's workspace aside).
   std::size_t device_bytes() const;
 
   bool cuda_graphs() const { return graphs_on_; }
-  // The all-reduce of this replica's gradient buffer, enqueued on the stream it is given (the replica's own).
-  using AllReduceFn = ::mnistdp::AllReduceFn;
-  // For a communicator whose all-reduce of this replica needs no other replica's call beside it (world size
-  // 1), when the replica replays steps as graphs: the replica enqueues `all_reduce` itself, inside its step
-  // graph, between the gradients and the SGD step, and the communicator enqueues nothing for it.
-  void adopt_all_reduce(AllReduceFn all_reduce);
-  bool owns_all_reduce() const { return launch_->owns_all_reduce(); }
-  // Gives the all-reduce back: waits for the stream and drops every graph that holds it. For the
-  // communicator's destructor, before whatever the all-reduce uses goes away. Never throws.
-  void release_all_reduce() noexcept;
+  // The way its steps are launched (step_launch.hpp).
+  StepLaunchWay launch_way() const { return way_; }
 
   // How the steps ran (step_launch.hpp); zeros without CUDA graphs.
   using GraphCounts = StepGraphCounts;
   // Queued steps count once they are launched.
   GraphCounts graph_counts() const { return launch_->graph_counts(); }
   // Steps whose gradients were enqueued with the fused classifier head (launched, or captured into a graph).
-  long fused_head_steps() const { return fused_head_steps_; }
+  long fused_head_steps() const { return step_->counts().head_steps; }
   // Whole steps enqueued as the fused step's three kernels (launched, or captured into a graph).
-  long fused_steps() const { return fused_steps_; }
+  long fused_steps() const { return step_->counts().fused_steps; }
   // Whole steps run by the persistent kernel, and its launches.
-  long persistent_steps() const { return persistent_steps_; }
-  long persistent_launches() const { return persistent_launches_; }
+  long persistent_steps() const { return step_->counts().persistent_steps; }
+  long persistent_launches() const { return step_->counts().persistent_launches; }
 
  private:
-  // The launches a StepLaunch makes (step_launch.hpp).
-  void activate() const override;
-  void wait_for_stream() override { stream_.synchronize(); }
-  int* cursor() override { return cursor_.data(); }
-  bool tracing() const override { return trace_remaining_ > 0; }
-  void ensure_rows(int rows) override;
-  void zero_gradients() override;
-  void enqueue_gradients(int first, int count, int global_batch, bool from_cursor) override;
-  void enqueue_sgd(const SgdConfig& cfg, bool first_step) override;
-  bool fused_step_takes(int count) const override;
-  void enqueue_fused_step(int count, int global_batch, const SgdConfig& cfg) override;
-  void enqueue_persistent_steps(int count, int global_batch, const SgdConfig& cfg, int first,
-                                int steps) override;
-
-  // The way of launching steps that the options ask for (step_launch.hpp).
-  std::unique_ptr<StepLaunch> choose_step_launch();
-  cuda::GemmContext gemm_context() const;
-  // The forward pass of rows already gathered into x_ (and y_): h_ (fc1_forward), then logits_.
-  void fc1_forward(int rows);
-  void forward(int rows);
-  // The fused classifier head over h_ and y_: logits_, dlogits_, the loss slot, fc2's gradients, dh_ and
-  // fc1's bias gradient.
-  void enqueue_classifier_head(int rows, float grad_scale);
-  // This replica's buffers, for the fused kernels (host/cuda/fused_kernel_arguments.hpp).
+  void activate() const;
+  bool tracing() const { return trace_remaining_ > 0; }
+  // Grows the activations to `rows` if they are smaller (which drops the step graphs: they hold the old
+  // addresses).
+  void ensure_rows(int rows);
+  // This replica's buffers, as its CudaStep launches on them.
   StepView step_view();
   // Waits for the stream, bringing a copy of the loss record along: every wait the host makes anyway
   // refreshes what first_nonfinite_loss() says, and none is made for it alone.
@@ -195,6 +175,8 @@ class CudaReplica final : public Replica, private StepOps {
   void mark(Mark m);
 
   int device_;
+  StepLaunchWay way_;
+  bool alone_ = false;
   GemmImpl gemm_;
   bool tf32_ = false;
   bool fused_head_ = false;
@@ -256,10 +238,6 @@ class CudaReplica final : public Replica, private StepOps {
   bool graphs_on_ = false;
   int steps_per_graph_ = 1;
   DeviceBuffer<int> cursor_;  // [1]: where the next step read from it has its rows in order_
-  long fused_head_steps_ = 0;
-  long fused_steps_ = 0;
-  long persistent_steps_ = 0;
-  long persistent_launches_ = 0;
 
   DeviceBuffer<float> eval_loss_;            // [chunks]: each chunk's loss sum
   DeviceBuffer<std::uint8_t> eval_correct_;  // [test_count]: 1 where the row's argmax is its label
@@ -272,7 +250,9 @@ class CudaReplica final : public Replica, private StepOps {
   std::optional<Event> trace_anchor_;
   double trace_anchor_us_ = 0.0;
 
-  // How steps reach the stream; made last, from the options, and never changed.
+  // Every launch of a step, on the buffers above; and how steps reach the stream, made from the options and
+  // never changed. Made last.
+  std::optional<CudaStep> step_;
   std::unique_ptr<StepLaunch> launch_;
 };
 

@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <iterator>
 #include <memory>
-#include <stdexcept>
-#include <utility>
 
 #include "kernels/cuda/ops/step_cursor.hpp"
 
@@ -19,80 +17,46 @@ bool same_sgd(const SgdConfig& a, const SgdConfig& b) {
 }  // namespace
 
 void GraphStepLaunch::compute_gradients(int first, int count, int global_batch) {
-  // The whole step, as one graph, once sgd_step knows its settings; queued steps stay queued only while
-  // whole steps keep coming.
-  const bool whole_step = !ops_.tracing() && owns_all_reduce() && count > 0;
-  if (!whole_step) launch_queued();
-  flush_pending();  // a step recorded and never stepped: its gradients first, in order
+  launch_queued();  // queued whole steps come first
   if (count == 0) {
-    ops_.zero_gradients();
-    all_reduce_owed_ = owns_all_reduce();
-    return;
-  }
-  // Before any capture: growing the activations drops the graphs that hold them.
-  ops_.ensure_rows(count);
-  if (ops_.tracing()) {
-    ops_.enqueue_gradients(first, count, global_batch, /*from_cursor=*/false);
-    all_reduce_owed_ = owns_all_reduce();
-    return;
-  }
-  if (whole_step) {
-    // A step flushed above without its SGD step owes no all-reduce any more: this one overwrites its
-    // gradients.
-    all_reduce_owed_ = false;
-    pending_ = PendingStep{first, count, global_batch};
+    step_.zero_gradients();
     return;
   }
   StepShape shape;
   shape.count = count;
   shape.global_batch = global_batch;
-  run_graphed(shape, first,
-              [&] { ops_.enqueue_gradients(first, count, global_batch, /*from_cursor=*/true); });
+  run_graphed(shape, first, [&] { step_.gradients(first, count, global_batch, /*from_cursor=*/true); });
 }
 
 void GraphStepLaunch::sgd_step(const SgdConfig& cfg, bool first_step) {
-  if (pending_ && !first_step) {
-    const PendingStep p = *pending_;
-    pending_.reset();
-    StepShape shape;
-    shape.count = p.count;
-    shape.global_batch = p.global_batch;
-    shape.whole_step = true;
-    shape.sgd = cfg;
-    take_whole_step(shape, p.first);
-    return;
-  }
   launch_queued();
-  flush_pending();  // the first step with momentum: the plain way
-  if (all_reduce_owed_) {
-    all_reduce_owed_ = false;
-    all_reduce_(ops_.stream());
-  }
-  ops_.enqueue_sgd(cfg, first_step);
+  step_.sgd(cfg, first_step);
+}
+
+bool GraphStepLaunch::step_alone(int first, int count, const SgdConfig& cfg) {
+  StepShape shape;
+  shape.count = count;
+  shape.global_batch = count;
+  shape.whole_step = true;
+  shape.sgd = cfg;
+  take_whole_step(shape, first);
+  return true;
 }
 
 void GraphStepLaunch::take_whole_step(const StepShape& shape, int first) {
-  launch_queued();
+  launch_queued();  // steps queued before this one (by a way that queues) come first
   run_graphed(shape, first, [&] { enqueue_whole_steps(shape); });
 }
 
-void GraphStepLaunch::flush() {
-  launch_queued();
-  flush_pending();
-}
-
 void GraphStepLaunch::enqueue_whole_steps(const StepShape& shape) {
-  // Owning the all-reduce means world size 1, where it is the identity (NCCL enqueues nothing for an
-  // in-place sum over one rank): the fused step leaves it out.
-  const bool fused = ops_.fused_step_takes(shape.count);
+  const bool fused = step_.fused_step_takes(shape.count);
   for (int i = 0; i < shape.steps; ++i) {
     if (fused) {
-      ops_.enqueue_fused_step(shape.count, shape.global_batch, shape.sgd);
+      step_.fused_step(shape.count, shape.global_batch, shape.sgd);
       continue;
     }
-    ops_.enqueue_gradients(/*first=*/0, shape.count, shape.global_batch, /*from_cursor=*/true);
-    all_reduce_(ops_.stream());
-    ops_.enqueue_sgd(shape.sgd, false);
+    step_.gradients(/*first=*/0, shape.count, shape.global_batch, /*from_cursor=*/true);
+    step_.sgd(shape.sgd, /*first_step=*/false);
   }
 }
 
@@ -106,18 +70,9 @@ bool GraphStepLaunch::has_graph(const StepShape& shape) const {
                      [&](const StepGraph& g) { return g.exec && same_shape(g.shape, shape); });
 }
 
-void GraphStepLaunch::flush_pending() {
-  if (!pending_) return;
-  launch_queued();  // queued before it
-  const PendingStep p = *pending_;
-  pending_.reset();
-  ops_.enqueue_gradients(p.first, p.count, p.global_batch, /*from_cursor=*/false);
-  all_reduce_owed_ = owns_all_reduce();
-}
-
 void GraphStepLaunch::run_graphed(const StepShape& shape, int first, const std::function<void()>& enqueue,
                                   bool warmed_up) {
-  const cudaStream_t s = ops_.stream();
+  const cudaStream_t s = step_.stream();
   auto found = std::find_if(graphs_.begin(), graphs_.end(),
                             [&](const StepGraph& g) { return same_shape(g.shape, shape); });
   const bool launch_by_launch = found == graphs_.end() && !warmed_up;
@@ -132,12 +87,12 @@ void GraphStepLaunch::run_graphed(const StepShape& shape, int first, const std::
     found->exec->upload(s);
     ++counts_.captured;
   }
-  if (cursor_host_ != first) cuda::set_cursor(ops_.cursor(), first, s);
+  if (cursor_host_ != first) cuda::set_cursor(step_.buffers().cursor, first, s);
   cursor_host_ = -1;  // unknown until the launches have been accepted
   if (launch_by_launch) {
     // The kernels the graph will hold, launched one by one: whatever is set up on first use (modules,
-    // NCCL's connections, cuBLAS's workspace) is then in place before the capture, which would refuse it.
-    // The next step of this shape is captured.
+    // cuBLAS's workspace) is then in place before the capture, which would refuse it. The next step of this
+    // shape is captured.
     enqueue();
     ++counts_.plain;
   } else {
@@ -147,43 +102,8 @@ void GraphStepLaunch::run_graphed(const StepShape& shape, int first, const std::
   cursor_host_ = first + shape.steps * shape.global_batch;
 }
 
-void GraphStepLaunch::adopt_all_reduce(AllReduceFn all_reduce) {
-  if (holds_steps() || all_reduce_owed_)
-    throw std::logic_error(
-        "adopt_all_reduce: a step is in progress (between compute_gradients and sgd_step, or queued)");
-  refuse_adoption();
-  // Graphs captured before hold no all-reduce; whole-step shapes are captured anew.
-  graphs_.clear();
-  all_reduce_ = std::move(all_reduce);
-}
-
-void GraphStepLaunch::release_all_reduce() noexcept {
-  if (!all_reduce_) return;
-  // Launched before the all-reduce goes: a recorded step owes its gradients. Then every graph that holds the
-  // all-reduce must have finished before it is dropped.
-  try {
-    ops_.activate();
-    launch_queued();
-    if (pending_) flush_pending();
-    if (all_reduce_owed_) all_reduce_(ops_.stream());
-  } catch (...) {
-    static_cast<void>(cudaGetLastError());
-  }
-  // Whatever failed above, the graphs may be dropped only once the stream has finished with them.
-  try {
-    ops_.wait_for_stream();
-  } catch (...) {
-    static_cast<void>(cudaGetLastError());
-  }
-  pending_.reset();
-  forget_queue();
-  all_reduce_owed_ = false;
-  graphs_.clear();
-  all_reduce_ = nullptr;
-}
-
-std::unique_ptr<StepLaunch> make_graph_step_launch(StepOps& ops) {
-  return std::make_unique<GraphStepLaunch>(ops);
+std::unique_ptr<StepLaunch> make_graph_step_launch(CudaStep& step, const StepLaunchSettings& /*settings*/) {
+  return std::make_unique<GraphStepLaunch>(step);
 }
 
 }  // namespace mnistdp

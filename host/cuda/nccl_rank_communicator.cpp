@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "host/cuda/cuda_communicators.hpp"
-#include "host/cuda/cuda_replica.hpp"
+#include "host/cuda/device_replica.hpp"
 #include "host/model/params.hpp"
 #include "kernels/cuda/runtime/check.hpp"
 
@@ -22,7 +22,7 @@ using Clock = std::chrono::steady_clock;
 
 class NcclRankCommunicator final : public Communicator {
  public:
-  NcclRankCommunicator(CudaReplica& replica, ProcessGroup& group, std::chrono::milliseconds timeout)
+  NcclRankCommunicator(DeviceReplica replica, ProcessGroup& group, std::chrono::milliseconds timeout)
       : replica_(replica), group_(group), rank_(group.rank()), size_(group.size()), timeout_(timeout) {
     int version = 0;
     NCCL_CHECK(ncclGetVersion(&version));
@@ -33,7 +33,7 @@ class NcclRankCommunicator final : public Communicator {
     ncclUniqueId id{};
     if (rank_ == 0) NCCL_CHECK(ncclGetUniqueId(&id));
     group.broadcast(std::as_writable_bytes(std::span(&id, 1)));
-    CUDA_CHECK(cudaSetDevice(replica_.device()));
+    CUDA_CHECK(cudaSetDevice(replica_.device));
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
     const ncclResult_t status = ncclCommInitRankConfig(&comm_, size_, id, rank_, &config);
@@ -77,13 +77,13 @@ class NcclRankCommunicator final : public Communicator {
   }
 
   void all_reduce_gradients(std::span<Replica* const> replicas) override {
-    if (replicas.size() != 1 || replicas[0] != &replica_)
+    if (replicas.size() != 1 || replicas[0] != replica_.replica)
       throw std::logic_error("NCCL rank all-reduce: made for one replica, called with others");
     require_usable();
-    CUDA_CHECK(cudaSetDevice(replica_.device()));
-    float* grads = replica_.gradient_buffer();  // [ParamLayout::kGradCount] on this process's GPU
+    CUDA_CHECK(cudaSetDevice(replica_.device));
+    float* grads = replica_.replica->gradient_buffer();  // [ParamLayout::kGradCount] on this process's GPU
     const ncclResult_t status =
-        ncclAllReduce(grads, grads, ParamLayout::kGradCount, ncclFloat, ncclSum, comm_, replica_.stream());
+        ncclAllReduce(grads, grads, ParamLayout::kGradCount, ncclFloat, ncclSum, comm_, replica_.stream);
     if (status == ncclInProgress) {
       // A non-blocking communicator may still be enqueueing; nothing else may go on its stream until then.
       wait_until_idle("ncclAllReduce");
@@ -99,7 +99,7 @@ class NcclRankCommunicator final : public Communicator {
     require_usable();
     const auto deadline = Clock::now() + timeout_;
     for (long polls = 0;;) {
-      const cudaError_t done = cudaStreamQuery(replica_.stream());
+      const cudaError_t done = cudaStreamQuery(replica_.stream);
       if (done == cudaSuccess) return;
       if (done != cudaErrorNotReady) CUDA_CHECK(done);
       ncclResult_t state = ncclSuccess;
@@ -159,7 +159,7 @@ class NcclRankCommunicator final : public Communicator {
     throw CudaError(fmt::format("NCCL error on rank {} of {}: {}", rank_, size_, message));
   }
 
-  CudaReplica& replica_;
+  DeviceReplica replica_;
   ProcessGroup& group_;  // outlives this communicator
   int rank_;
   int size_;
@@ -173,11 +173,8 @@ class NcclRankCommunicator final : public Communicator {
 
 std::unique_ptr<Communicator> make_nccl_rank_communicator(Replica& replica, ProcessGroup& group,
                                                           std::chrono::milliseconds timeout) {
-  auto* cuda = dynamic_cast<CudaReplica*>(&replica);
-  if (!cuda)
-    throw std::invalid_argument(
-        fmt::format("NCCL rank all-reduce: replica {} is not a CUDA replica", replica.description()));
-  return std::make_unique<NcclRankCommunicator>(*cuda, group, timeout);
+  return std::make_unique<NcclRankCommunicator>(device_replica(&replica, 0, "NCCL rank all-reduce"), group,
+                                                timeout);
 }
 
 }  // namespace mnistdp

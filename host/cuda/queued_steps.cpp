@@ -36,8 +36,8 @@ void QueuedStepLaunch::launch_steps(const StepShape& shape, int first) {
       shape, first, [&] { enqueue_whole_steps(shape); }, /*warmed_up=*/true);
 }
 
-std::unique_ptr<StepLaunch> make_queued_step_launch(StepOps& ops, int steps_per_graph) {
-  return std::make_unique<QueuedStepLaunch>(ops, steps_per_graph);
+std::unique_ptr<StepLaunch> make_queued_step_launch(CudaStep& step, const StepLaunchSettings& settings) {
+  return std::make_unique<QueuedStepLaunch>(step, settings.steps_per_graph);
 }
 
 }  // namespace mnistdp

@@ -1,31 +1,20 @@
 #pragma once
-// How a CudaReplica's training steps reach its stream. The replica (cuda_replica.hpp) owns the buffers and
-// knows how to launch each operation of a step; a StepLaunch decides, for the steps the trainer gives it,
-// which of those launches to make and when: one by one, as CUDA graphs, queued into graphs of several steps,
-// or as a persistent kernel. The replica picks one way when it is made, from its CudaStepOptions, and
-// never changes it; each way is a file of its own:
-//
-//   plain_step.cpp        every launch as the trainer calls for it (no CUDA graphs)
-//   graph_step.cpp        each step, or its gradients, captured once per shape and replayed; the whole step
-//                         with the all-reduce inside when the replica owns it (cuda_graphs)
-//   queued_steps.cpp      whole steps queued and replayed as one graph of several (steps_per_graph > 1)
-//   persistent_steps.cpp  queued whole steps run by one cooperative kernel (persistent)
+// How a CudaReplica's training steps reach its stream. The step's launches are written once, in CudaStep
+// (cuda_step.hpp); a StepLaunch decides, for the steps the trainer gives the replica, when to make them: one
+// by one, as CUDA graphs, queued into graphs of several steps, or as a persistent kernel. The replica picks
+// one way when it is made, from its CudaStepOptions (step_launch_way()), and never changes it; each way is a
+// file of its own, named in the table below.
 //
 // Every way launches the same kernels with the same arguments in the same order on the stream, so every
 // way gives the plain way's results to the bit (cuBLAS aside, which may choose its algorithm differently
 // while capturing).
-#include <cuda_runtime_api.h>
-
-#include <functional>
+#include <array>
 #include <memory>
-#include <string>
 
+#include "host/cuda/cuda_step.hpp"
 #include "kernels/ref/sgd.hpp"
 
 namespace mnistdp {
-
-// The all-reduce of a replica's gradient buffer, enqueued on the stream it is given (the replica's own).
-using AllReduceFn = std::function<void(cudaStream_t)>;
 
 // How the steps ran: captured graphs, graph replays, and steps launched the plain way while graphs were on
 // (each counted once a launch, however many steps it ran); of these, the launches of several queued
@@ -37,45 +26,9 @@ struct StepGraphCounts {
   long multi_step = 0;
 };
 
-// What a way of launching may ask of its replica: the launches of one step's operations on the replica's
-// buffers and stream, and the little state they share. Implemented by CudaReplica.
-class StepOps {
- public:
-  virtual cudaStream_t stream() const = 0;
-  // Makes the replica's device current on the calling thread.
-  virtual void activate() const = 0;
-  // Waits for the stream (throws CudaError).
-  virtual void wait_for_stream() = 0;
-  // Device memory, [1]: where the next step read from the counter has its rows in the epoch's order.
-  virtual int* cursor() = 0;
-  // Whether steps are being traced: traced steps run the plain way, with their timeline marks.
-  virtual bool tracing() const = 0;
-  // Grows the activations to `rows` if they are smaller (which drops the step graphs: they hold the old
-  // addresses).
-  virtual void ensure_rows(int rows) = 0;
-  // A shard without rows: zeros in the gradient buffer, loss slot included, with the step's marks.
-  virtual void zero_gradients() = 0;
-  // The gradients of rows order[first, first + count), count > 0; from_cursor: the rows' offset is read
-  // from cursor() (inside a graph) rather than taken from `first`, and the counter moved on by global_batch.
-  virtual void enqueue_gradients(int first, int count, int global_batch, bool from_cursor) = 0;
-  // The SGD step on the (all-reduced) gradients; first_step: the first with momentum, which starts the
-  // buffer.
-  virtual void enqueue_sgd(const SgdConfig& cfg, bool first_step) = 0;
-  // Whether the fused step (CudaStepOptions::fused_step) takes a shard of `count` rows.
-  virtual bool fused_step_takes(int count) const = 0;
-  // The fused step's three kernels, rows from cursor(), which they move on by global_batch.
-  virtual void enqueue_fused_step(int count, int global_batch, const SgdConfig& cfg) = 0;
-  // `steps` whole fused steps in one persistent kernel, the first at row `first` (the counter is neither
-  // read nor moved).
-  virtual void enqueue_persistent_steps(int count, int global_batch, const SgdConfig& cfg, int first,
-                                        int steps) = 0;
-
- protected:
-  ~StepOps() = default;
-};
-
-// One way of launching a replica's steps. The replica calls these with its arguments checked and its device
-// current (except release_all_reduce, which makes it current itself).
+// One way of launching a replica's steps. The replica calls these with its arguments checked, its device
+// current and its activations large enough for the step. Traced steps (which carry timeline marks) and a
+// lone replica's steps in two calls it launches itself, the plain way, after launch_queued().
 class StepLaunch {
  public:
   virtual ~StepLaunch() = default;
@@ -83,34 +36,73 @@ class StepLaunch {
   // Replica::compute_gradients and Replica::sgd_step; first_step: the first SGD step with momentum.
   virtual void compute_gradients(int first, int count, int global_batch) = 0;
   virtual void sgd_step(const SgdConfig& cfg, bool first_step) = 0;
+  // Replica::step_alone, for a replica that is the only one in the run (no all-reduce between its
+  // gradients and its SGD step), never its first step with momentum: the whole step. False, having
+  // launched nothing, where this way has nothing to gain from it (the replica then takes the two calls).
+  virtual bool step_alone(int first, int count, const SgdConfig& cfg) = 0;
 
-  // Puts on the stream every step sgd_step has been given and kept back: before anything reads or writes
-  // what the steps change (parameters, momentum, the loss record, evaluation).
+  // Puts on the stream every step kept back: before anything reads or writes what the steps change
+  // (parameters, momentum, gradients, the loss, the order, evaluation) or frees what they use.
   virtual void launch_queued() = 0;
-  // launch_queued, and the gradients compute_gradients has recorded without launching: before anything
-  // reads the gradients or the loss, or changes what a recorded step reads (parameters, the order).
-  virtual void flush() = 0;
-  // Whether anything is kept back (launch_queued or flush would launch something).
+  // Whether anything is kept back (launch_queued would launch something).
   virtual bool holds_steps() const = 0;
   // The activations have moved (once the stream is done with the old ones): graphs that hold their
   // addresses go.
   virtual void drop_graphs() = 0;
 
-  // The all-reduce handed over by a communicator of a lone replica (CudaReplica::adopt_all_reduce), and its
-  // return (never throws).
-  virtual void adopt_all_reduce(AllReduceFn all_reduce) = 0;
-  virtual void release_all_reduce() noexcept = 0;
-  virtual bool owns_all_reduce() const = 0;
-
   virtual StepGraphCounts graph_counts() const = 0;
 };
 
-std::unique_ptr<StepLaunch> make_plain_step_launch(StepOps& ops);
-std::unique_ptr<StepLaunch> make_graph_step_launch(StepOps& ops);
-std::unique_ptr<StepLaunch> make_queued_step_launch(StepOps& ops, int steps_per_graph);
-// cant_launch: why the persistent kernel cannot run on this device (refused once the replica is handed its
-// all-reduce, where it would run); empty when it can.
-std::unique_ptr<StepLaunch> make_persistent_step_launch(StepOps& ops, int steps_per_graph,
-                                                        std::string cant_launch);
+// The ways, as CudaStepOptions choose them.
+enum class StepLaunchWay { plain, graph_a_step, steps_a_graph, persistent };
+
+// What a way needs beside the step.
+struct StepLaunchSettings {
+  int steps_per_graph = 1;  // the most whole steps one launch runs (the queued ways)
+};
+
+struct StepLaunchVersion {
+  StepLaunchWay way;
+  const char* name;         // as tests and the documentation call it
+  const char* source;       // the file that implements it, under host/cuda/
+  const char* description;  // what it launches, and when
+  const char* options;      // the command-line options that choose it
+  std::unique_ptr<StepLaunch> (*make)(CudaStep& step, const StepLaunchSettings& settings);
+};
+
+std::unique_ptr<StepLaunch> make_plain_step_launch(CudaStep& step, const StepLaunchSettings& settings);
+std::unique_ptr<StepLaunch> make_graph_step_launch(CudaStep& step, const StepLaunchSettings& settings);
+std::unique_ptr<StepLaunch> make_queued_step_launch(CudaStep& step, const StepLaunchSettings& settings);
+std::unique_ptr<StepLaunch> make_persistent_step_launch(CudaStep& step, const StepLaunchSettings& settings);
+
+// Every way, in StepLaunchWay's order: a new way is one row here, its file and its enum value.
+inline constexpr std::array kStepLaunchWays{
+    StepLaunchVersion{StepLaunchWay::plain, "plain", "plain_step.cpp",
+                      "every launch as the trainer calls for it, nothing kept back", "(none)",
+                      &make_plain_step_launch},
+    StepLaunchVersion{StepLaunchWay::graph_a_step, "a graph a step", "graph_step.cpp",
+                      "each step captured once per shape and replayed: a lone replica's whole step, or the "
+                      "gradients where an all-reduce stands between them and the SGD step",
+                      "--cuda-graphs, --fused-head with it, --fused-step, --pdl", &make_graph_step_launch},
+    StepLaunchVersion{StepLaunchWay::steps_a_graph, "several steps a graph", "queued_steps.cpp",
+                      "a lone replica's whole steps queued and replayed as one graph of several",
+                      "--steps-per-graph N (N > 1)", &make_queued_step_launch},
+    StepLaunchVersion{StepLaunchWay::persistent, "persistent kernel", "persistent_steps.cpp",
+                      "a lone replica's queued fused steps run by one cooperative kernel; other shapes as "
+                      "several steps a graph",
+                      "--persistent", &make_persistent_step_launch},
+};
+
+static_assert(
+    [] {
+      for (std::size_t i = 0; i < kStepLaunchWays.size(); ++i)
+        if (static_cast<std::size_t>(kStepLaunchWays[i].way) != i) return false;
+      return true;
+    }(),
+    "kStepLaunchWays: one row per StepLaunchWay, in its order");
+
+inline const StepLaunchVersion& step_launch_version(StepLaunchWay way) {
+  return kStepLaunchWays[static_cast<std::size_t>(way)];
+}
 
 }  // namespace mnistdp

@@ -11,7 +11,19 @@
 #include "host/training/trace.hpp"
 #include "kernels/ref/sgd.hpp"
 
+// The CUDA runtime's stream type (cudaStream_t is a CUstream_st*), declared here so that the interface needs
+// no CUDA header: a CPU-only build has none.
+struct CUstream_st;
+
 namespace mnistdp {
+
+// Where a replica's gradient buffer lives when it is device memory, for a communicator that sums on the
+// device: the CUDA device, and the stream the replica's work is ordered on (an all-reduce of the buffer must
+// come after compute_gradients and before sgd_step on it).
+struct DevicePlace {
+  int device = 0;
+  CUstream_st* stream = nullptr;
+};
 
 struct EvalResult {
   double loss_sum = 0.0;  // sum of the per-sample losses
@@ -71,10 +83,15 @@ class Replica {
   virtual void sgd_step(const SgdConfig& cfg) = 0;
 
   // compute_gradients(first, count, count) and sgd_step(cfg) as one, for a replica that is the only one in
-  // the run (there is nothing to all-reduce), with whatever that lets it fuse; the same results. Returns
-  // false, having done nothing, where the replica has no such way for these settings: the trainer then takes
-  // the two calls.
+  // the run (there is nothing to all-reduce), with whatever that lets it fuse or keep back: the same results.
+  // The one way a lone replica's step is taken, on every backend (the trainer calls it for every step of a
+  // run of one replica). Returns false, having done nothing, where the replica has no such way for these
+  // settings: the trainer then takes the two calls.
   virtual bool step_alone(int /*first*/, int /*count*/, const SgdConfig& /*cfg*/) { return false; }
+
+  // Where the gradient buffer lives, for a communicator: a device and its stream, or nullopt for host
+  // memory (a CPU replica).
+  virtual std::optional<DevicePlace> device_place() const { return std::nullopt; }
 
   // The loss sum in the gradient buffer (after the all-reduce: of the global batch). May wait for the device.
   virtual float loss_sum() = 0;

@@ -367,15 +367,18 @@ TEST_CASE("CudaReplica refuses a persistent kernel it cannot run, and names it",
   CHECK_THROWS_WITH(CudaReplica(data, 0, too_many), Contains("blocks an SM"));
   too_many.persistent_blocks_per_sm = 0;
   CHECK_THROWS_WITH(CudaReplica(data, 0, too_many), Contains("blocks an SM"));
-  // It says what it runs only once it owns its all-reduce (a lone replica, world size 1).
+  // It runs the kernel only for a lone replica, and says so.
   CudaReplica gpu(data, 0, step);
   CHECK(gpu.description().find("persistent") == std::string::npos);
   CHECK_THAT(gpu.description(), Contains("fused head for shards of up to 601 rows (the fused step needs a "
                                          "lone replica)"));
-  gpu.adopt_all_reduce([](cudaStream_t) {});
-  CHECK_THAT(gpu.description(), Contains("fused step, persistent kernel for shards of up to 601 rows, 1 step "
-                                         "a launch, 1 block an SM"));
-  gpu.release_all_reduce();
+  CHECK(gpu.launch_way() == StepLaunchWay::persistent);
+  CudaStepOptions alone = step;
+  alone.alone = true;
+  CudaReplica lone(data, 0, alone);
+  CHECK_THAT(lone.description(),
+             Contains("fused step, persistent kernel for shards of up to 601 rows, 1 step "
+                      "a launch, 1 block an SM"));
 }
 
 TEST_CASE("the CUDA devices are listed and GEMM names parse", "[gpu]") {

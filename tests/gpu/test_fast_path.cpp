@@ -79,9 +79,13 @@ struct Run {
 // it would carry the NaN into the parameters. observe: the loss of every step (the host then waits for the
 // device after every step); otherwise the host never waits until the run is over, and the replays run as
 // far ahead of the host as they can.
-Run train(const DataSplits& data, const CudaStepOptions& step, int replicas, Reduce reduce, bool observe,
+Run train(const DataSplits& data, const CudaStepOptions& options, int replicas, Reduce reduce, bool observe,
           int batch = kBatch, float momentum = 0.9f) {
-  const bool graphs = step.cuda_graphs;
+  // A lone replica through NCCL is made as the command line makes one, alone: the trainer hands it whole
+  // steps (Replica::step_alone). Through the host communicator it is not, and takes its steps in two calls
+  // as each of several replicas does: the gradient graphs, tested alone.
+  CudaStepOptions step = options;
+  step.alone = replicas == 1 && reduce == Reduce::nccl;
   std::vector<std::unique_ptr<Replica>> owned;
   std::vector<Replica*> raw;
   for (int r = 0; r < replicas; ++r) {
@@ -99,7 +103,7 @@ Run train(const DataSplits& data, const CudaStepOptions& step, int replicas, Red
   switch (reduce) {
     case Reduce::host:
       REQUIRE(replicas == 1);
-      communicator = make_host_communicator();  // nothing to sum: the replica keeps its all-reduce-free step
+      communicator = make_host_communicator();  // nothing to sum
       break;
     case Reduce::nccl:
       communicator = make_nccl_communicator(raw);
@@ -108,9 +112,6 @@ Run train(const DataSplits& data, const CudaStepOptions& step, int replicas, Red
       communicator = make_same_device_communicator(raw);
       break;
   }
-  // World size 1 through NCCL with graphs: the replica enqueues the all-reduce inside its step graph.
-  const bool adopted = graphs && reduce == Reduce::nccl && replicas == 1;
-  CHECK(dynamic_cast<CudaReplica&>(*raw[0]).owns_all_reduce() == adopted);
 
   TrainConfig config;
   config.epochs = 1000;  // max_steps ends the run
@@ -245,10 +246,10 @@ TEST_CASE("the fused head gives the plain path's parameters across epochs, with 
 }
 
 TEST_CASE("the fused step gives the plain path's parameters across epochs", "[gpu][fused_step][slow]") {
-  // One replica through NCCL at world size 1: the replica owns its all-reduce, and each step after the first
-  // (momentum's, the plain way) runs as the three kernels, launched or replayed. The plain run's kernels sum
-  // in the same orders, so the parameters, the momentum and every logged loss agree to the bit; with
-  // cuBLAS, whose products the fused kernels replace, within 1e-5.
+  // One replica through NCCL at world size 1: a lone replica, whose steps the trainer hands it whole, and
+  // each step after the first (momentum's, the plain way) runs as the three kernels, launched or replayed.
+  // The plain run's kernels sum in the same orders, so the parameters, the momentum and every logged loss
+  // agree to the bit; with cuBLAS, whose products the fused kernels replace, within 1e-5.
   const GemmImpl gemm = GENERATE(from_range(sweep<GemmImpl>(
       {GemmImpl::blocked, GemmImpl::slab, GemmImpl::naive, GemmImpl::cublas}, {GemmImpl::slab})));
   const bool observe = GENERATE(true, false);
@@ -322,10 +323,11 @@ TEST_CASE("a shard too large for the fused head runs the plain launches, with th
   CHECK(step.counts[0].captured == 2);
 }
 
-TEST_CASE("a recorded step is launched the plain way when its gradients are read before its SGD step",
+TEST_CASE("a lone replica's whole steps mix with steps taken in two calls, and with reads between",
           "[gpu][graphs]") {
-  // Driven by hand, as a test or a tool may drive a replica: the gradients and the loss read between
-  // compute_gradients and sgd_step, a new order in the middle of an epoch, and steps of several shapes.
+  // Driven by hand, as a test or a tool may drive a replica: whole steps (step_alone) among steps taken as
+  // compute_gradients, the all-reduce and sgd_step, with the gradients and the loss read between those
+  // calls, a new order in the middle of an epoch, and steps of several shapes.
   const DataSplits data = testing::synthetic_splits(kTrainRows, 10, 41);
   std::vector<float> init(L::kCount);
   init_parameters(init, 43);
@@ -339,15 +341,17 @@ TEST_CASE("a recorded step is launched the plain way when its gradients are read
     std::vector<float> grads;   // read between compute_gradients and sgd_step, where the script says so
     std::vector<float> losses;  // loss_sum after each step
     std::vector<float> params;
+    long whole_steps = 0;  // steps step_alone took
   };
-  // With graphs, also as the fused step: a read between the calls launches the plain gradients instead.
+  // With graphs, also as the fused step.
   auto drive = [&](bool graphs, bool fused_step) {
-    CudaReplica replica(data, 0, {GemmImpl::blocked, graphs, graphs && fused_step, graphs && fused_step});
+    CudaStepOptions options{GemmImpl::blocked, graphs, graphs && fused_step, graphs && fused_step};
+    options.alone = true;
+    CudaReplica replica(data, 0, options);
     CHECK((replica.description().find("CUDA graphs") != std::string::npos) == graphs);
     replica.load_parameters(init);
     std::vector<Replica*> raw{&replica};
     const auto nccl = make_nccl_communicator(raw);
-    CHECK(replica.owns_all_reduce() == graphs);
     Probe probe;
     replica.set_epoch_order(order);
     for (int step = 0; step < 40; ++step) {
@@ -355,18 +359,22 @@ TEST_CASE("a recorded step is launched the plain way when its gradients are read
       // Offsets that repeat and jump: 0, 64, ..., then back, and a few rows short of the end.
       const int first = (step * kBatch) % (data.train.count - kBatch);
       const int count = step % 7 == 6 ? 33 : kBatch;
-      replica.compute_gradients(first, count, count);
-      nccl->all_reduce_gradients(raw);
-      if (step % 5 == 3) {
-        // gradient_buffer() launches a recorded step; the copy waits for it (NaN where it would not write).
-        probe.grads.resize(probe.grads.size() + L::kGradCount, std::numeric_limits<float>::quiet_NaN());
-        float* grads = replica.gradient_buffer();
-        CUDA_CHECK(cudaStreamSynchronize(replica.stream()));
-        CUDA_CHECK(cudaMemcpy(probe.grads.data() + probe.grads.size() - L::kGradCount, grads,
-                              L::kGradCount * sizeof(float), cudaMemcpyDeviceToHost));
+      if (step % 5 < 3 && replica.step_alone(first, count, sgd)) {
+        ++probe.whole_steps;
+      } else {
+        replica.compute_gradients(first, count, count);
+        nccl->all_reduce_gradients(raw);
+        if (step % 5 == 3) {
+          // The copy waits for the gradients (NaN where they were not written).
+          probe.grads.resize(probe.grads.size() + L::kGradCount, std::numeric_limits<float>::quiet_NaN());
+          float* grads = replica.gradient_buffer();
+          CUDA_CHECK(cudaStreamSynchronize(replica.stream()));
+          CUDA_CHECK(cudaMemcpy(probe.grads.data() + probe.grads.size() - L::kGradCount, grads,
+                                L::kGradCount * sizeof(float), cudaMemcpyDeviceToHost));
+        }
+        if (step % 5 == 4) probe.losses.push_back(replica.loss_sum());  // read before the step, too
+        replica.sgd_step(sgd);
       }
-      if (step % 5 == 4) probe.losses.push_back(replica.loss_sum());  // read before the step, too
-      replica.sgd_step(sgd);
       probe.losses.push_back(replica.loss_sum());
     }
     probe.params.assign(L::kCount, std::numeric_limits<float>::quiet_NaN());
@@ -375,9 +383,13 @@ TEST_CASE("a recorded step is launched the plain way when its gradients are read
     return probe;
   };
   const Probe plain = drive(false, false);
+  // The plain way has nothing to gain from a whole step: it declines, and the two calls run.
+  CHECK(plain.whole_steps == 0);
   for (const bool fused_step : {false, true}) {
     CAPTURE(fused_step);
     const Probe graphs = drive(true, fused_step);
+    // Every step offered whole but step 0 (the momentum buffer's first, the plain way) was taken whole.
+    CHECK(graphs.whole_steps == 24 - 1);
     CHECK(bitwise_equal(graphs.grads, plain.grads));
     CHECK(bitwise_equal(graphs.losses, plain.losses));
     CHECK(bitwise_equal(graphs.params, plain.params));
@@ -445,7 +457,7 @@ TEST_CASE("queued steps are launched before anything reads or changes what they 
   // Driven by hand: runs of contiguous steps (which queue) cut by jumps, by a shorter shard, by an empty one
   // and by new SGD settings, with the parameters, the gradients, the momentum and an evaluation read in
   // between, an earlier momentum written back while steps are queued, and a new order in the middle; at the
-  // end the communicator goes first (which launches the queue), then the parameters are read.
+  // end the communicator goes first, then the parameters are read (which launches the queue).
   const DataSplits data = testing::synthetic_splits(kTrainRows, 10, 73);
   std::vector<float> init(L::kCount);
   init_parameters(init, 79);
@@ -471,6 +483,7 @@ TEST_CASE("queued steps are launched before anything reads or changes what they 
     CudaStepOptions step{GemmImpl::slab, queue, queue && fused_step, queue && fused_step};
     step.steps_per_graph = queue ? 4 : 1;
     step.persistent = queue && persistent;
+    step.alone = true;
     CudaReplica replica(data, 0, step);
     replica.load_parameters(init);
     std::vector<Replica*> raw{&replica};
@@ -490,9 +503,14 @@ TEST_CASE("queued steps are launched before anything reads or changes what they 
       const int count = step_index == 50 ? 0 : step_index % 9 == 8 ? 33 : kBatch;
       if (step_index % 10 == 9 || first + count > data.train.count)
         first = (step_index * 37) % std::min(400, data.train.count - kBatch);  // a jump
-      replica.compute_gradients(first, count, std::max(count, 1));
-      nccl->all_reduce_gradients(raw);
-      replica.sgd_step(step_index >= 45 ? faster : sgd);
+      // A lone replica's steps, as the trainer takes them: whole, or (an empty shard, the momentum buffer's
+      // first step, the plain way) in two calls with the all-reduce between.
+      const SgdConfig& settings = step_index >= 45 ? faster : sgd;
+      if (!replica.step_alone(first, count, settings)) {
+        replica.compute_gradients(first, count, std::max(count, 1));
+        nccl->all_reduce_gradients(raw);
+        replica.sgd_step(settings);
+      }
       first += count;
       if (step_index % 13 == 12) read_params();
       if (step_index % 17 == 16) {
@@ -591,8 +609,10 @@ Divergence diverge(const DataSplits& data, const CudaStepOptions& step, int repl
                    Poison poison, int log_interval = 1000, int devices = 1) {
   std::vector<std::unique_ptr<Replica>> owned;
   std::vector<Replica*> raw;
+  CudaStepOptions options = step;
+  options.alone = replicas == 1;  // as the command line makes a lone replica
   for (int r = 0; r < replicas; ++r) {
-    owned.push_back(make_cuda_replica(data, r % devices, step));
+    owned.push_back(make_cuda_replica(data, r % devices, options));
     raw.push_back(owned.back().get());
   }
   std::vector<float> init(L::kCount);
