@@ -167,6 +167,14 @@ void add_train_options(CLI::App& train, TrainOptions& o) {
                   "--persistent, run them in one launch); above 1, implies --cuda-graphs (the same results)")
       ->check(whole_number(1, 4096))
       ->capture_default_str();
+  train
+      .add_option("--strategy", o.strategy,
+                  "How the replicas share a step: allreduce (each replica takes its shard's loss, one "
+                  "all-reduce of the gradients, every replica steps) or dataparallel (nn.DataParallel's own: "
+                  "device 0 gathers the logits, takes the loss, reduces the gradients and alone steps, its "
+                  "parameters copied to every replica before each step); the same parameters")
+      ->check(CLI::IsMember({"allreduce", "dataparallel"}))
+      ->capture_default_str();
   train.add_option("--metrics", o.metrics, "Write metrics as JSON lines to this file");
   train.add_flag_callback(
       "--progress", [&o] { o.progress = ProgressMode::On; },
@@ -226,6 +234,21 @@ void check_consistency(const TrainOptions& o) {
   // A resumed run's SGD settings are complete only once merged with the checkpoint's (start_state checks
   // them then).
   if (!o.resume) check_sgd_settings(o.train.sgd);
+  if (o.strategy == "dataparallel") {
+    if (o.train.check_replicas > 0)
+      throw UsageError(
+          "--check-replicas compares the replicas the all-reduce keeps identical; under --strategy "
+          "dataparallel only device 0 keeps parameters between steps");
+    if (o.trace)
+      throw UsageError("--trace draws the all-reduce's step; it does not yet draw --strategy dataparallel's");
+    for (const char* fast :
+         {"--cuda-graphs", "--fused-head", "--fused-step", "--pdl", "--persistent", "--steps-per-graph"}) {
+      if (o.is_given(fast))
+        throw UsageError(fmt::format(
+            "{} is a fast path of the all-reduce's step; --strategy dataparallel runs the plain launches",
+            fast));
+    }
+  }
   if (o.tf32 && o.gemm != "cublas")
     throw UsageError(
         "--tf32 is cuBLAS's tensor-core mode: it needs --gemm cublas (the hand-written products "
@@ -330,6 +353,10 @@ int run_train_in_world(const TrainOptions& options, const std::string& prefix) {
   const std::string ranked = launch.rank == 0 ? prefix : fmt::format("[rank {}] {}", launch.rank, prefix);
   std::unique_ptr<ProcessGroup> group;
   try {
+    if (launch.multi_process() && options.strategy == "dataparallel")
+      throw UsageError(
+          "--strategy dataparallel is nn.DataParallel's, which runs in one process; across processes use the "
+          "all-reduce (--strategy allreduce, DistributedDataParallel's)");
     group = join_process_group(launch, options);
     return run_train(options, launch, group.get());
   } catch (const std::exception& e) {

@@ -30,6 +30,10 @@ struct TrainOptions {
   bool persistent = false;       // the fused step's kernels as one persistent kernel (implies fused_step)
   int steps_per_graph = 1;  // consecutive steps replayed as one CUDA graph (above 1, implies cuda_graphs)
   bool tf32 = false;        // cuBLAS's products in TF32 on tensor cores (needs gemm cublas)
+  // allreduce: every replica steps from the all-reduced gradient (the default); dataparallel:
+  // nn.DataParallel's algorithm, device 0's parameters copied out every step
+  // (host/training/data_parallel.hpp)
+  std::string strategy = "allreduce";
   std::optional<std::filesystem::path> metrics;  // JSON lines, one record per logged step and per epoch
   ProgressMode progress = ProgressMode::Auto;
   bool explain = false;

@@ -31,8 +31,14 @@ std::string sgd_words(const SgdConfig& sgd) {
                      sgd.dampening, sgd.nesterov ? "on" : "off", sgd.weight_decay);
 }
 
-void explain_first_step(std::FILE* out, const TrainConfig& config, int train_count,
-                        const std::vector<std::string>& replica_names, const std::string& communicator) {
+namespace {
+
+// The step's rows, and the first four of its parts, which both strategies share: order, scatter, gather,
+// forward. Returns the global batch's row count.
+// data_parallel: the replication that comes first under DataParallel, through `links`.
+int explain_forward(std::FILE* out, const TrainConfig& config, int train_count,
+                    const std::vector<std::string>& replica_names, bool data_parallel,
+                    const std::string& links = {}) {
   // The run's next step: step 0 of epoch 0, or where a resumed run goes on.
   const int steps = (train_count + config.batch_size - 1) / config.batch_size;
   const int epoch = static_cast<int>(config.start_step / steps);
@@ -42,12 +48,16 @@ void explain_first_step(std::FILE* out, const TrainConfig& config, int train_cou
   const int start = step * config.batch_size;
   const int batch = std::min(config.batch_size, train_count - start);
   const int n = static_cast<int>(replica_names.size());
-  const float scale = 1.0f / static_cast<float>(batch);
   const std::int32_t* rows = order.data() + start;
 
   console_print(
       out, "What step {} of epoch {} does{}:\n", step, epoch,
       config.start_step > 0 ? fmt::format(" (the resumed run's first, {} steps in)", config.start_step) : "");
+  if (data_parallel)
+    console_print(out,
+                  "0. Replicate. Replica 0 (device 0) copies its parameters, {} floats, to the other {} "
+                  "replica{}: it holds the only copy that lasts from step to step ({}).\n",
+                  ParamLayout::kCount, n - 1, n == 2 ? "" : "s", links);
   console_print(
       out,
       "1. Order. The epoch visits the {} training rows in a permutation drawn from seed {} and epoch {}; "
@@ -58,8 +68,9 @@ void explain_first_step(std::FILE* out, const TrainConfig& config, int train_cou
   for (int r = 0; r < n; ++r) {
     const Shard s = shard_of(batch, n, r);
     if (s.count == 0)
-      console_print(out, "   replica {} ({}): no rows this step; it still joins the all-reduce with zeros\n",
-                    r, replica_names[r]);
+      console_print(out, "   replica {} ({}): no rows this step; {}\n", r, replica_names[r],
+                    data_parallel ? "its gradients are zeros in the reduction"
+                                  : "it still joins the all-reduce with zeros");
     else
       console_print(out, "   replica {} ({}): batch rows {} to {}, training images {}\n", r, replica_names[r],
                     s.first, s.first + s.count - 1, some_rows(rows + s.first, s.count));
@@ -72,6 +83,15 @@ void explain_first_step(std::FILE* out, const TrainConfig& config, int train_cou
       out,
       "4. Forward. h = relu(x fc1.weight^T + fc1.bias): [rows, 256]; logits = h fc2.weight^T + fc2.bias: "
       "[rows, 10].\n");
+  return batch;
+}
+
+}  // namespace
+
+void explain_first_step(std::FILE* out, const TrainConfig& config, int train_count,
+                        const std::vector<std::string>& replica_names, const std::string& communicator) {
+  const int batch = explain_forward(out, config, train_count, replica_names, /*data_parallel=*/false);
+  const float scale = 1.0f / static_cast<float>(batch);
   console_print(
       out,
       "5. Loss. Softmax cross-entropy per row; its gradient dlogits = (softmax - onehot) / {} (the global "
@@ -102,6 +122,36 @@ void explain_first_step(std::FILE* out, const TrainConfig& config, int train_cou
         "itself at the first step), identical on every replica, and steps along {}.\n",
         config.sgd.momentum, 1.0f - config.sgd.dampening,
         config.sgd.nesterov ? fmt::format("gradient + {} * buf", config.sgd.momentum) : "buf");
+  console_print(out, "\n");
+}
+
+void explain_data_parallel_step(std::FILE* out, const TrainConfig& config, int train_count,
+                                const std::vector<std::string>& replica_names, const std::string& links) {
+  const int batch = explain_forward(out, config, train_count, replica_names, /*data_parallel=*/true, links);
+  console_print(
+      out,
+      "5. Gather the logits. Every replica's logits and labels are copied to device 0, in replica order: "
+      "[{}, 10] logits for the whole batch.\n",
+      batch);
+  console_print(
+      out,
+      "6. Loss, on device 0 alone. Softmax cross-entropy per row over the whole batch, and its gradient "
+      "dlogits = (softmax - onehot) / {}: [{}, 10], each row the same number the all-reduce's replica would "
+      "compute for it.\n",
+      batch, batch);
+  console_print(out,
+                "7. Scatter d(logits). Each replica gets its rows of dlogits back and runs the backward pass "
+                "from them: fc2.weight' = dlogits^T h, fc2.bias', dh masked where h = 0, fc1.weight' = dh^T "
+                "x, fc1.bias'.\n");
+  console_print(out,
+                "8. Reduce. The replicas' gradients, {} floats each, are copied to device 0 and added there "
+                "in replica order (not all-reduced: the other replicas never see the sum).\n",
+                ParamLayout::kCount);
+  console_print(out,
+                "9. Update. Device 0 alone applies SGD ({}) to its parameters{}; the others' copies are "
+                "stale until the next step's replication (0.) replaces them.\n",
+                sgd_words(config.sgd),
+                config.sgd.momentum != 0.0f ? " and keeps the only momentum buffer" : "");
   console_print(out, "\n");
 }
 

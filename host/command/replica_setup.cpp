@@ -7,6 +7,7 @@
 
 #ifdef MNISTDP_WITH_CUDA
 #include "host/cuda/cuda_communicators.hpp"
+#include "host/cuda/cuda_data_parallel.hpp"
 #include "host/cuda/cuda_replica.hpp"
 #include "kernels/cuda/gemm/gemm_version.hpp"
 #endif
@@ -72,6 +73,19 @@ std::unique_ptr<Communicator> make_communicator(
 #endif
   }
   throw std::logic_error("make_communicator: GPU replicas in a build without CUDA");
+}
+
+std::unique_ptr<DataParallelLinks> make_data_parallel_links(
+    const Placement& placement, const std::vector<std::unique_ptr<Replica>>& replicas) {
+  std::vector<Replica*> raw;
+  for (const auto& r : replicas)
+    raw.push_back(r.get());
+#ifdef MNISTDP_WITH_CUDA
+  if (placement.gpu) return make_cuda_data_parallel_links(raw);
+#else
+  if (placement.gpu) throw std::logic_error("make_data_parallel_links: GPU replicas in a build without CUDA");
+#endif
+  return make_host_data_parallel_links(raw);
 }
 
 }  // namespace mnistdp

@@ -10,6 +10,7 @@
 #include "host/command/placement.hpp"
 #include "host/processes/process_group.hpp"
 #include "host/training/communicator.hpp"
+#include "host/training/data_parallel.hpp"
 #include "host/training/replica.hpp"
 #include "mnist_io/dataset.hpp"
 
@@ -25,5 +26,10 @@ std::vector<std::unique_ptr<Replica>> make_replicas(const TrainOptions& options,
 std::unique_ptr<Communicator> make_communicator(const Placement& placement,
                                                 const std::vector<std::unique_ptr<Replica>>& replicas,
                                                 ProcessGroup* group, std::chrono::milliseconds timeout);
+
+// nn.DataParallel's copies between the replicas (--strategy dataparallel): host memory's, or the CUDA
+// devices'.
+std::unique_ptr<DataParallelLinks> make_data_parallel_links(
+    const Placement& placement, const std::vector<std::unique_ptr<Replica>>& replicas);
 
 }  // namespace mnistdp

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string_view>
 #include <vector>
 
@@ -52,8 +53,10 @@ DataSplits load_data(const TrainOptions& o, bool report) {
 
 // The start-up table: devices, then each replica with its share of a full batch and of the last, short one.
 // In a multi-process run, rank 0 lists its own replicas and counts the others'.
+// how: the communicator's description, or DataParallel's links' (data_parallel).
 void print_placement(const Placement& placement, const std::vector<std::unique_ptr<Replica>>& replicas,
-                     const Communicator& communicator, int batch_size, int train_count, int world_size) {
+                     const std::string& how, bool data_parallel, int batch_size, int train_count,
+                     int world_size) {
   for (const std::string& line : placement.device_lines)
     console_print(stdout, "device: {}\n", line);
   const int local = static_cast<int>(replicas.size());
@@ -75,7 +78,10 @@ void print_placement(const Placement& placement, const std::vector<std::unique_p
                   fmt::format("{}, {} replica{} each", ranks, local, local == 1 ? "" : "s"),
                   range(batch_size), range(last));
   }
-  console_print(stdout, "all-reduce: {}\n", communicator.description());
+  if (data_parallel)
+    console_print(stdout, "strategy: nn.DataParallel's, device 0 steps alone; {}\n", how);
+  else
+    console_print(stdout, "all-reduce: {}\n", how);
 }
 
 // The settings that must be the same on every rank for the ranks to train one model together, as each rank
@@ -493,6 +499,9 @@ int run_train(const TrainOptions& o, const LaunchInfo& launch, ProcessGroup* gro
   StopSignals signals;
   const bool root = !group || group->rank() == 0;  // only rank 0 prints the log and writes files
   const int world_size = group ? group->size() : 1;
+  const bool data_parallel = o.strategy == "dataparallel";
+  // Refused before the processes join (run_train_in_world).
+  if (group && data_parallel) throw std::logic_error("run_train: --strategy dataparallel in a process group");
   TrainConfig t = o.train;
   if (root) {
     console_print(stdout, "mnist-dp: SimpleNet 784-256-10, {} parameters\n", ParamLayout::kCount);
@@ -524,8 +533,15 @@ int run_train(const TrainOptions& o, const LaunchInfo& launch, ProcessGroup* gro
     signals.set_message_on_kill(
         "mnist-dp: stopped at once by a second signal; nothing was saved (--save PATH keeps the progress)\n");
   std::vector<std::unique_ptr<Replica>> replicas = make_replicas(o, data, placement, world_size);
-  std::unique_ptr<Communicator> communicator = make_communicator(placement, replicas, group, rank_timeout(o));
-  if (root) print_placement(placement, replicas, *communicator, t.batch_size, data.train.count, world_size);
+  std::unique_ptr<Communicator> communicator;
+  std::unique_ptr<DataParallelLinks> links;
+  if (data_parallel)
+    links = make_data_parallel_links(placement, replicas);
+  else
+    communicator = make_communicator(placement, replicas, group, rank_timeout(o));
+  const std::string how = data_parallel ? links->description() : communicator->description();
+  if (root)
+    print_placement(placement, replicas, how, data_parallel, t.batch_size, data.train.count, world_size);
   if (root && !placement.gpu) {
     const std::vector<std::string> ignored = ignored_gpu_options(o);
     if (!ignored.empty())
@@ -538,7 +554,10 @@ int run_train(const TrainOptions& o, const LaunchInfo& launch, ProcessGroup* gro
       names.push_back(r->description());
     for (int r = static_cast<int>(replicas.size()); r < static_cast<int>(replicas.size()) * world_size; ++r)
       names.push_back(fmt::format("rank {}", r / static_cast<int>(replicas.size())));
-    explain_first_step(stdout, t, data.train.count, names, communicator->description());
+    if (data_parallel)
+      explain_data_parallel_step(stdout, t, data.train.count, names, how);
+    else
+      explain_first_step(stdout, t, data.train.count, names, how);
   }
 
   // The trainer broadcasts replica 0's parameters to the other replicas, and rank 0's to the other ranks
@@ -562,7 +581,9 @@ int run_train(const TrainOptions& o, const LaunchInfo& launch, ProcessGroup* gro
   const bool terminal = isatty(fileno(stdout)) != 0 && launch.launcher != Launcher::Mpi;
   const bool progress =
       root && (o.progress == ProgressMode::On || (o.progress == ProgressMode::Auto && terminal));
-  Trainer trainer(std::move(replicas), std::move(communicator), data.train.count, t, group);
+  Trainer trainer = data_parallel
+                        ? Trainer(std::move(replicas), std::move(links), data.train.count, t)
+                        : Trainer(std::move(replicas), std::move(communicator), data.train.count, t, group);
   const int steps_per_epoch = trainer.steps_per_epoch();
   std::optional<ConsoleListener> console;
   if (root) console.emplace(stdout, progress, t.epochs, t.batch_size);

@@ -125,18 +125,35 @@ bool CpuReplica::step_alone(int first, int count, const SgdConfig& cfg) {
   return true;
 }
 
-void CpuReplica::gradients(int first, int count, int global_batch, const SgdConfig* fused_sgd) {
+void CpuReplica::check_rows(int first, int count, const char* who) const {
   if (first < 0 || count < 0 ||
       static_cast<std::size_t>(first) + static_cast<std::size_t>(count) > order_.size())
-    throw std::out_of_range(fmt::format("compute_gradients: rows [{}, {}) outside the epoch of {} rows",
-                                        first, first + count, order_.size()));
+    throw std::out_of_range(fmt::format("{}: rows [{}, {}) outside the epoch of {} rows", who, first,
+                                        first + count, order_.size()));
+}
+
+void CpuReplica::backward(int count, cpu::Part part, const cpu::WeightUpdate* fc1_update) {
+  const auto p = ParamViews<const float>::of(params_.data());
+  const auto g = ParamViews<float>::of(grads_.data());
+  const LinearShape fc1{count, kIn, kHid}, fc2{count, kHid, kOut};
+  // fc2's input is at hand only feature-major, so its weight gradient is made transposed, a small [256, 10]
+  // result to turn, rather than from the hidden activations turned by rows.
+  cpu::weight_gradient_from_transposed(isa_, hiddenT_.data(), dlogits_.data(), ones_.data(), fc2_dwT_.data(),
+                                       g.fc2_weight, g.fc2_bias, fc2, part);
+  cpu::input_gradient(isa_, p.fc2_weight, dlogitsT_.data(), hiddenT_.data(), dhiddenT_.data(), fc2,
+                      /*relu_mask=*/true, part);
+  // No barrier: this part's rows of dhiddenT_, just written, are the rows fc1's weight gradient reads here.
+  const Inputs& in = inputs_[static_cast<std::size_t>(part.index)];
+  cpu::weight_gradient(isa_, dhiddenT_.data(), in.x.data(), ones_.data(), g.fc1_weight, g.fc1_bias, fc1, part,
+                       fc1_update);
+}
+
+void CpuReplica::gradients(int first, int count, int global_batch, const SgdConfig* fused_sgd) {
+  check_rows(first, count, "compute_gradients");
   if (global_batch < 1 || count > global_batch)
     throw std::invalid_argument(
         fmt::format("compute_gradients: global batch {} for a shard of {} rows", global_batch, count));
   reserve_rows(std::max(count, 1));
-  const auto p = ParamViews<const float>::of(params_.data());
-  const auto g = ParamViews<float>::of(grads_.data());
-  const LinearShape fc1{count, kIn, kHid}, fc2{count, kHid, kOut};
   team_.run([&](int member) {
     const cpu::Part part{member, team_.size()};
     const bool lead = member == 0;  // marks the timeline and does the few small serial pieces
@@ -159,18 +176,10 @@ void CpuReplica::gradients(int first, int count, int global_batch, const SgdConf
       grads_[ParamLayout::kLossSlot] = static_cast<float>(loss_sum);
       timeline_.mark(Mark::backward);
     }
-    // fc2's input is at hand only feature-major, so its weight gradient is made transposed, a small [256, 10]
-    // result to turn, rather than from the hidden activations turned by rows.
-    cpu::weight_gradient_from_transposed(isa_, hiddenT_.data(), dlogits_.data(), ones_.data(),
-                                         fc2_dwT_.data(), g.fc2_weight, g.fc2_bias, fc2, part);
-    cpu::input_gradient(isa_, p.fc2_weight, dlogitsT_.data(), hiddenT_.data(), dhiddenT_.data(), fc2,
-                        /*relu_mask=*/true, part);
-    // No barrier: this part's rows of dhiddenT_, just written, are the rows fc1's weight gradient reads here.
     const cpu::WeightUpdate fc1_update{params_.data() + ParamLayout::kFc1Weight,
                                        fused_sgd != nullptr ? fused_sgd->lr : 0.0f,
                                        fused_sgd != nullptr ? fused_sgd->weight_decay : 0.0f};
-    cpu::weight_gradient(isa_, dhiddenT_.data(), in.x.data(), ones_.data(), g.fc1_weight, g.fc1_bias, fc1,
-                         part, fused_sgd != nullptr ? &fc1_update : nullptr);
+    backward(count, part, fused_sgd != nullptr ? &fc1_update : nullptr);
     // The rows of this replica's next step, fetched into this core's cache while this step computes: the
     // training set is larger than the cache, and an image's 13 cache lines would otherwise each wait on
     // memory in the gather.
@@ -218,6 +227,47 @@ void CpuReplica::sgd(const SgdConfig& cfg, std::size_t begin) {
   });
   has_momentum_ = has_momentum_ || use_momentum;
   timeline_.mark(Mark::sgd_end);
+}
+
+Replica::ShardBuffers CpuReplica::shard_buffers(int rows) {
+  reserve_rows(std::max(rows, 1));
+  return {params_.data(), logits_.data(), inputs_.front().y.data(), dlogits_.data()};
+}
+
+void CpuReplica::forward_logits(int first, int count) {
+  check_rows(first, count, "forward_logits");
+  reserve_rows(std::max(count, 1));
+  if (count == 0) return;
+  team_.run([&](int member) {
+    const bool lead = member == 0;
+    if (lead) timeline_.mark(Mark::gather);
+    Inputs& in = inputs_[static_cast<std::size_t>(member)];
+    cpu::gather_normalize(isa_, data_.train.images.data(), data_.train.labels.data(), order_.data() + first,
+                          in.x.data(), in.xT.data(), in.y.data(), count, kIn);
+    if (lead) timeline_.mark(Mark::forward);
+    forward(in.xT.data(), count, {member, team_.size()});
+  });
+  // By rows, as DataParallel gathers them (feature-major logits would need every shard to be turned).
+  cpu::transpose(isa_, logitsT_.data(), logits_.data(), kOut, count);
+}
+
+void CpuReplica::batch_loss(const float* logits, const std::uint8_t* labels, float* dlogits, int rows) {
+  timeline_.mark(Mark::loss);
+  // ref::softmax_xent_row on each row, as cpu::softmax_xent, and the losses summed in double in row order.
+  grads_[ParamLayout::kLossSlot] =
+      ref::softmax_xent(logits, labels, dlogits, rows, kOut, 1.0f / static_cast<float>(rows));
+}
+
+void CpuReplica::backward_from_dlogits(int count) {
+  timeline_.mark(Mark::backward);
+  if (count == 0) {
+    std::fill(grads_.begin(), grads_.begin() + ParamLayout::kCount, 0.0f);
+  } else {
+    // reserve_rows has sized every buffer for these rows in forward_logits.
+    cpu::transpose(isa_, dlogits_.data(), dlogitsT_.data(), count, kOut);
+    team_.run([&](int member) { backward(count, {member, team_.size()}, nullptr); });
+  }
+  timeline_.mark(Mark::backward_end);
 }
 
 float CpuReplica::loss_sum() {

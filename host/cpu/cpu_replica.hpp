@@ -35,6 +35,10 @@ class CpuReplica final : public Replica {
   float loss_sum() override;
   bool loss_on_host() const override { return true; }
   EvalResult evaluate() override;
+  ShardBuffers shard_buffers(int rows) override;
+  void forward_logits(int first, int count) override;
+  void batch_loss(const float* logits, const std::uint8_t* labels, float* dlogits, int rows) override;
+  void backward_from_dlogits(int count) override;
   void trace_steps(long steps) override { timeline_.start(steps); }
   std::vector<StepMarks> take_trace() override { return timeline_.take(); }
 
@@ -50,6 +54,11 @@ class CpuReplica final : public Replica {
   void gradients(int first, int count, int global_batch, const SgdConfig* fused_sgd);
   // sgd_step over the parameters from `begin` on.
   void sgd(const SgdConfig& cfg, std::size_t begin);
+  // Checks that rows [first, first + count) lie in the epoch's order (`who` names the call).
+  void check_rows(int first, int count, const char* who) const;
+  // One member's part of the backward pass from dlogits_ and dlogitsT_ over `count` rows: fc2's gradients,
+  // dhiddenT_, then fc1's (its weight's update fused in where `fc1_update` is given).
+  void backward(int count, cpu::Part part, const cpu::WeightUpdate* fc1_update);
 
   const DataSplits& data_;
   int index_;

@@ -23,27 +23,6 @@ namespace {
 
 using L = ParamLayout;
 
-// Restores the calling thread's current device on scope exit, so that a communicator leaves no trace of the
-// devices it visited. Never throws: a failure to read or restore the device is dropped, and the runtime's
-// last-error state cleared, so that it cannot surface later in some unrelated CUDA_CHECK_LAUNCH.
-class DeviceGuard {
- public:
-  DeviceGuard() {
-    if (cudaGetDevice(&saved_) != cudaSuccess) {
-      saved_ = -1;
-      static_cast<void>(cudaGetLastError());
-    }
-  }
-  ~DeviceGuard() {
-    if (saved_ >= 0 && cudaSetDevice(saved_) != cudaSuccess) static_cast<void>(cudaGetLastError());
-  }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int saved_ = -1;
-};
-
 // A communicator is made for one list of replicas; all_reduce_gradients must be given that same list, in the
 // same order (the rank of a replica is its position).
 void check_same_replicas(std::span<Replica* const> given, const std::vector<DeviceReplica>& mine,

@@ -422,13 +422,41 @@ StepView CudaReplica::step_view() {
   return b;
 }
 
-void CudaReplica::compute_gradients(int first, int count, int global_batch) {
+void CudaReplica::check_rows(int first, int count, const char* who) const {
   if (!order_set_)
-    throw std::logic_error("compute_gradients: no epoch order (make_epoch_order or set_epoch_order) yet");
+    throw std::logic_error(fmt::format("{}: no epoch order (make_epoch_order or set_epoch_order) yet", who));
   if (first < 0 || count < 0 || first > train_count_ - count) {
-    throw std::out_of_range(fmt::format("compute_gradients: rows [{}, {}) outside the training set of {}",
-                                        first, first + count, train_count_));
+    throw std::out_of_range(fmt::format("{}: rows [{}, {}) outside the training set of {}", who, first,
+                                        first + count, train_count_));
   }
+}
+
+Replica::ShardBuffers CudaReplica::shard_buffers(int rows) {
+  activate();
+  ensure_rows(std::max(rows, 1));
+  return {params_.data(), logits_.data(), y_.data(), dlogits_.data()};
+}
+
+void CudaReplica::forward_logits(int first, int count) {
+  check_rows(first, count, "forward_logits");
+  activate();
+  ensure_rows(std::max(count, 1));
+  launch_->launch_queued();
+  step_->forward_logits(first, count);
+}
+
+void CudaReplica::batch_loss(const float* logits, const std::uint8_t* labels, float* dlogits, int rows) {
+  activate();
+  step_->batch_loss(logits, labels, dlogits, rows);
+}
+
+void CudaReplica::backward_from_dlogits(int count) {
+  activate();
+  step_->backward_from_dlogits(count);
+}
+
+void CudaReplica::compute_gradients(int first, int count, int global_batch) {
+  check_rows(first, count, "compute_gradients");
   if (global_batch < 1 || count > global_batch) {
     throw std::invalid_argument(
         fmt::format("compute_gradients: global batch {} for a shard of {} rows", global_batch, count));
@@ -464,12 +492,7 @@ void CudaReplica::sgd_step(const SgdConfig& cfg) {
 bool CudaReplica::step_alone(int first, int count, const SgdConfig& cfg) {
   // The momentum buffer's first step and traced steps run the plain way, through the two calls.
   if (!alone_ || tracing() || count == 0 || (cfg.momentum != 0.0f && !has_momentum_)) return false;
-  if (!order_set_)
-    throw std::logic_error("step_alone: no epoch order (make_epoch_order or set_epoch_order) yet");
-  if (first < 0 || first > train_count_ - count) {
-    throw std::out_of_range(fmt::format("step_alone: rows [{}, {}) outside the training set of {}", first,
-                                        first + count, train_count_));
-  }
+  check_rows(first, count, "step_alone");
   activate();
   ensure_rows(count);
   return launch_->step_alone(first, count, cfg);

@@ -127,6 +127,11 @@ class CudaReplica final : public Replica {
   // and for the first step with momentum and traced steps, which run the plain way.
   bool step_alone(int first, int count, const SgdConfig& cfg) override;
   std::optional<DevicePlace> device_place() const override { return DevicePlace{device_, stream_.get()}; }
+  // nn.DataParallel's pieces, on this replica's stream: the plain launches whatever the options.
+  ShardBuffers shard_buffers(int rows) override;
+  void forward_logits(int first, int count) override;
+  void batch_loss(const float* logits, const std::uint8_t* labels, float* dlogits, int rows) override;
+  void backward_from_dlogits(int count) override;
   float loss_sum() override;
   // Always on: each step's last kernel moves the record on (kernels/cuda/ops/loss_watch.hpp); this numbers
   // the steps.
@@ -163,6 +168,8 @@ class CudaReplica final : public Replica {
  private:
   void activate() const;
   bool tracing() const { return trace_remaining_ > 0; }
+  // Throws where rows [first, first + count) are not a shard of the training set (`who` names the call).
+  void check_rows(int first, int count, const char* who) const;
   // Grows the activations to `rows` if they are smaller (which drops the step graphs: they hold the old
   // addresses).
   void ensure_rows(int rows);

@@ -69,13 +69,42 @@ void CudaStep::gradients(int first, int count, int global_batch, bool from_curso
     cuda::softmax_xent(b_.logits, b_.y, b_.dlogits, b_.grads + L::kLossSlot, count, L::kClasses, grad_scale,
                        s);
     mark(Mark::backward);
-    cuda::linear_backward(b_.dlogits, b_.h, w.fc2_weight, g.fc2_weight, g.fc2_bias, b_.dh,
-                          {count, L::kHidden, L::kClasses}, true, k_.gemm);
-    cuda::linear_backward(b_.dh, b_.x, w.fc1_weight, g.fc1_weight, g.fc1_bias, nullptr,
-                          {count, L::kInput, L::kHidden}, false, k_.gemm);
+    backward(count);
   }
   // Inside a graph: the next replay's rows start one global batch further on.
   if (from_cursor) cuda::advance_cursor(b_.cursor, global_batch, s);
+  mark(Mark::backward_end);
+}
+
+void CudaStep::backward(int count) {
+  const auto w = ParamViews<float>::of(b_.params);
+  const auto g = ParamViews<float>::of(b_.grads);
+  cuda::linear_backward(b_.dlogits, b_.h, w.fc2_weight, g.fc2_weight, g.fc2_bias, b_.dh,
+                        {count, L::kHidden, L::kClasses}, true, k_.gemm);
+  cuda::linear_backward(b_.dh, b_.x, w.fc1_weight, g.fc1_weight, g.fc1_bias, nullptr,
+                        {count, L::kInput, L::kHidden}, false, k_.gemm);
+}
+
+void CudaStep::forward_logits(int first, int count) {
+  if (count == 0) return;
+  mark(Mark::gather);
+  cuda::gather_normalize(b_.images, b_.labels, b_.order + first, b_.x, b_.y, count, L::kInput, stream());
+  mark(Mark::forward);
+  forward(count);
+}
+
+void CudaStep::batch_loss(const float* logits, const std::uint8_t* labels, float* dlogits, int rows) {
+  mark(Mark::loss);
+  cuda::softmax_xent(logits, labels, dlogits, b_.grads + L::kLossSlot, rows, L::kClasses,
+                     1.0f / static_cast<float>(rows), stream());
+}
+
+void CudaStep::backward_from_dlogits(int count) {
+  mark(Mark::backward);
+  if (count == 0)
+    CUDA_CHECK(cudaMemsetAsync(b_.grads, 0, L::kCount * sizeof(float), stream()));
+  else
+    backward(count);
   mark(Mark::backward_end);
 }
 

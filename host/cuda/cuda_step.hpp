@@ -7,6 +7,7 @@
 // buffers it launches on.
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
 #include <functional>
 
 #include "host/cuda/fused_kernel_arguments.hpp"
@@ -68,6 +69,14 @@ class CudaStep {
   // loss record on; first_step: the first with momentum, which starts the buffer.
   void sgd(const SgdConfig& cfg, bool first_step);
 
+  // nn.DataParallel's pieces (Replica::forward_logits, batch_loss, backward_from_dlogits), the plain
+  // launches: the gather of rows order[first, first + count) and the forward pass to the logits (and y);
+  // the loss of `rows` gathered rows, mean over them, into dlogits and the loss slot; the backward pass from
+  // the dlogits buffer into the parameters' gradients (zeros for count 0).
+  void forward_logits(int first, int count);
+  void batch_loss(const float* logits, const std::uint8_t* labels, float* dlogits, int rows);
+  void backward_from_dlogits(int count);
+
   // Whether fused_step() takes a shard of `count` rows.
   bool fused_step_takes(int count) const;
   // The whole step of a lone replica (no all-reduce between) as three kernels, rows from *cursor;
@@ -82,6 +91,8 @@ class CudaStep {
 
  private:
   void fc1_forward(int rows) const;
+  // fc2's and fc1's backward products from dlogits: every gradient but the loss.
+  void backward(int count);
   void mark(Mark m) const {
     if (mark_) mark_(m);
   }

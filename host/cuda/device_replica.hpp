@@ -1,6 +1,7 @@
 #pragma once
-// A replica whose gradient buffer is device memory, as the CUDA communicators see it: through the Replica
-// interface (Replica::device_place), whatever the replica's class.
+// A replica whose gradient buffer is device memory, as the CUDA communicators and DataParallel's copies see
+// it: through the Replica interface (Replica::device_place), whatever the replica's class; and DeviceGuard,
+// with which they leave the calling thread's current device as they found it.
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
@@ -12,6 +13,27 @@
 #include "host/training/replica.hpp"
 
 namespace mnistdp {
+
+// Restores the calling thread's current device on scope exit, so that a communicator leaves no trace of the
+// devices it visited. Never throws: a failure to read or restore the device is dropped, and the runtime's
+// last-error state cleared, so that it cannot surface later in some unrelated CUDA_CHECK_LAUNCH.
+class DeviceGuard {
+ public:
+  DeviceGuard() {
+    if (cudaGetDevice(&saved_) != cudaSuccess) {
+      saved_ = -1;
+      static_cast<void>(cudaGetLastError());
+    }
+  }
+  ~DeviceGuard() {
+    if (saved_ >= 0 && cudaSetDevice(saved_) != cudaSuccess) static_cast<void>(cudaGetLastError());
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int saved_ = -1;
+};
 
 struct DeviceReplica {
   Replica* replica = nullptr;

@@ -93,6 +93,29 @@ class Replica {
   // memory (a CPU replica).
   virtual std::optional<DevicePlace> device_place() const { return std::nullopt; }
 
+  // nn.DataParallel's step, in the pieces a replica takes (host/training/data_parallel.hpp): the forward
+  // pass of its shard, the loss of the whole batch (device 0 alone), and the backward pass from the d(logits)
+  // device 0 scatters. The copies between them are DataParallelLinks'. A replica without them throws
+  // std::logic_error.
+  //
+  // Its buffers, in its own memory (host or device, as gradient_buffer()): valid until a call for more rows.
+  struct ShardBuffers {
+    float* params = nullptr;         // [ParamLayout::kCount]
+    float* logits = nullptr;         // [rows, 10]: forward_logits' result
+    std::uint8_t* labels = nullptr;  // [rows]: the labels of forward_logits' rows
+    float* dlogits = nullptr;        // [rows, 10]: what backward_from_dlogits reads
+  };
+  virtual ShardBuffers shard_buffers(int rows);
+  // The logits, and the labels, of rows order[first, first + count) under the current parameters.
+  virtual void forward_logits(int first, int count);
+  // The whole batch's loss on this replica's device: logits [rows, 10] and labels [rows] gathered there ->
+  // dlogits [rows, 10] (the loss's gradient, mean over the rows) and the loss sum in the gradient buffer's
+  // last slot.
+  virtual void batch_loss(const float* logits, const std::uint8_t* labels, float* dlogits, int rows);
+  // The gradients of the last forward_logits' `count` rows from the d(logits) in shard_buffers().dlogits,
+  // into the gradient buffer's parameter slots (the loss slot is left as it is); zeros for count 0.
+  virtual void backward_from_dlogits(int count);
+
   // The loss sum in the gradient buffer (after the all-reduce: of the global batch). May wait for the device.
   virtual float loss_sum() = 0;
   // Whether loss_sum() is a read of host memory that waits for nothing (a CPU replica's): the trainer then

@@ -32,6 +32,28 @@ Trainer::Trainer(std::vector<std::unique_ptr<Replica>> replicas, std::unique_ptr
   broadcast_parameters();
 }
 
+Trainer::Trainer(std::vector<std::unique_ptr<Replica>> replicas, std::unique_ptr<DataParallelLinks> links,
+                 int train_count, TrainConfig config)
+    : replicas_(std::move(replicas)),
+      data_parallel_(std::move(links)),
+      workers_(static_cast<int>(replicas_.size())),
+      train_count_(train_count),
+      config_(config),
+      group_(nullptr),
+      world_replicas_(static_cast<int>(replicas_.size())),
+      first_replica_(0) {
+  if (replicas_.empty()) throw std::invalid_argument("Trainer: no replicas");
+  if (!data_parallel_) throw std::invalid_argument("Trainer: no DataParallel links");
+  if (train_count_ <= 0) throw std::invalid_argument("Trainer: the training set is empty");
+  if (config_.batch_size <= 0) throw std::invalid_argument("Trainer: batch size must be positive");
+  if (config_.check_replicas > 0)
+    throw std::invalid_argument(
+        "Trainer: under DataParallel only replica 0 keeps parameters between steps; there is no agreement to "
+        "check");
+  for (auto& r : replicas_)
+    replica_ptrs_.push_back(r.get());
+}
+
 void Trainer::broadcast_parameters() {
   std::vector<float> params(ParamLayout::kCount);
   replicas_[0]->store_parameters(params);
@@ -49,6 +71,10 @@ bool Trainer::stop_before_step(TrainListener& listener) {
 }
 
 void Trainer::step(int first, int rows) {
+  if (data_parallel_) {
+    data_parallel_step(replica_ptrs_, *data_parallel_, workers_, first, rows, config_.sgd);
+    return;
+  }
   // Alone, a replica may fuse the update into its backward pass, as nothing is summed in between.
   if (world_replicas_ == 1 && replicas_[0]->step_alone(first, rows, config_.sgd)) return;
   // scatter + parallel_apply: each replica works on its own rows of the global batch, on its own thread.
@@ -173,7 +199,7 @@ std::vector<EpochReport> Trainer::run(TrainListener& listener) {
       report.samples += rows;
       const bool log_line = config_.log_interval > 0 && i % config_.log_interval == 0;
       if (log_line || every_step) {
-        communicator_->await_completion();
+        if (communicator_) communicator_->await_completion();
         const float loss = replicas_[0]->loss_sum() / static_cast<float>(rows);
         check_loss(loss, epoch, i);
         if (log_line) listener.on_step_loss({epoch, i, loss});
@@ -186,7 +212,7 @@ std::vector<EpochReport> Trainer::run(TrainListener& listener) {
     if (next_epoch_starts) give_order(epoch + 1);
     // loss_sum() waits for the replica's device: the epoch ends when every replica has finished its last
     // step, and evaluation, which waits too, stays out of the epoch time.
-    communicator_->await_completion();
+    if (communicator_) communicator_->await_completion();
     for (auto& replica : replicas_)
       replica->loss_sum();
     report.seconds = std::chrono::duration<double>(Clock::now() - start).count();

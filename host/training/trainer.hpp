@@ -20,6 +20,7 @@
 
 #include "host/processes/process_group.hpp"
 #include "host/training/communicator.hpp"
+#include "host/training/data_parallel.hpp"
 #include "host/training/replica.hpp"
 #include "host/training/replica_workers.hpp"
 #include "kernels/ref/sgd.hpp"
@@ -91,6 +92,11 @@ class Trainer {
   // and every rank must have the same number of replicas. Only rank 0 evaluates.
   Trainer(std::vector<std::unique_ptr<Replica>> replicas, std::unique_ptr<Communicator> communicator,
           int train_count, TrainConfig config, ProcessGroup* group = nullptr);
+  // nn.DataParallel's algorithm instead (host/training/data_parallel.hpp): device 0's parameters are the
+  // run's, copied to the other replicas before each step through `links`. One process; the replicas'
+  // agreement (check_replicas) does not apply, as only replica 0 steps.
+  Trainer(std::vector<std::unique_ptr<Replica>> replicas, std::unique_ptr<DataParallelLinks> links,
+          int train_count, TrainConfig config);
 
   // Runs the configured epochs and returns the report of each.
   std::vector<EpochReport> run(TrainListener& listener);
@@ -124,7 +130,8 @@ class Trainer {
 
   std::vector<std::unique_ptr<Replica>> replicas_;
   std::vector<Replica*> replica_ptrs_;
-  std::unique_ptr<Communicator> communicator_;
+  std::unique_ptr<Communicator> communicator_;        // the all-reduce's; null under DataParallel
+  std::unique_ptr<DataParallelLinks> data_parallel_;  // DataParallel's; null under the all-reduce
   ReplicaWorkers workers_;
   int train_count_;
   TrainConfig config_;

@@ -1,0 +1,135 @@
+#include "host/training/data_parallel.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <stdexcept>
+#include <vector>
+
+#include "host/model/params.hpp"
+
+namespace mnistdp {
+
+namespace {
+
+constexpr int kClasses = ParamLayout::kClasses;
+
+[[noreturn]] void no_data_parallel(const Replica& replica) {
+  throw std::logic_error(fmt::format("{} does not take nn.DataParallel's step (--strategy dataparallel)",
+                                     replica.description()));
+}
+
+class HostDataParallelLinks final : public DataParallelLinks {
+ public:
+  explicit HostDataParallelLinks(std::span<Replica* const> replicas)
+      : replicas_(replicas.begin(), replicas.end()) {
+    if (replicas_.empty()) throw std::invalid_argument("DataParallel links: no replicas");
+    for (std::size_t r = 0; r < replicas_.size(); ++r) {
+      if (replicas_[r]->device_place()) {
+        throw std::invalid_argument(
+            fmt::format("DataParallel links over host memory: replica {} ({}) is on a "
+                        "device",
+                        r, replicas_[r]->description()));
+      }
+    }
+  }
+
+  std::string description() const override {
+    return fmt::format("nn.DataParallel's copies in host memory over {} replica{}", replicas_.size(),
+                       replicas_.size() == 1 ? "" : "s");
+  }
+
+  void broadcast_parameters() override {
+    const float* master = replicas_[0]->shard_buffers(0).params;
+    for (std::size_t r = 1; r < replicas_.size(); ++r)
+      std::copy(master, master + ParamLayout::kCount, replicas_[r]->shard_buffers(0).params);
+  }
+
+  void gather_and_take_loss(std::span<const Shard> shards, int rows) override {
+    const auto n = static_cast<std::size_t>(rows);
+    logits_.resize(n * kClasses);
+    labels_.resize(n);
+    dlogits_.resize(n * kClasses);
+    for (std::size_t r = 0; r < replicas_.size(); ++r) {
+      const Shard& s = shards[r];
+      if (s.count == 0) continue;
+      const Replica::ShardBuffers b = replicas_[r]->shard_buffers(s.count);
+      std::copy_n(b.logits, static_cast<std::size_t>(s.count) * kClasses,
+                  logits_.begin() + static_cast<std::ptrdiff_t>(s.first) * kClasses);
+      std::copy_n(b.labels, static_cast<std::size_t>(s.count), labels_.begin() + s.first);
+    }
+    replicas_[0]->batch_loss(logits_.data(), labels_.data(), dlogits_.data(), rows);
+  }
+
+  void scatter_dlogits(std::span<const Shard> shards) override {
+    for (std::size_t r = 0; r < replicas_.size(); ++r) {
+      const Shard& s = shards[r];
+      if (s.count == 0) continue;
+      std::copy_n(dlogits_.begin() + static_cast<std::ptrdiff_t>(s.first) * kClasses,
+                  static_cast<std::size_t>(s.count) * kClasses, replicas_[r]->shard_buffers(s.count).dlogits);
+    }
+  }
+
+  void reduce_gradients() override {
+    // The host communicator's loop, over the parameters' slots: the same sums, in the same order.
+    float* sum = replicas_[0]->gradient_buffer();
+    for (std::size_t r = 1; r < replicas_.size(); ++r) {
+      const float* part = replicas_[r]->gradient_buffer();
+      for (std::size_t i = 0; i < ParamLayout::kCount; ++i)
+        sum[i] += part[i];
+    }
+  }
+
+ private:
+  std::vector<Replica*> replicas_;
+  // Device 0's batch buffers: [rows, 10], [rows], [rows, 10].
+  std::vector<float> logits_;
+  std::vector<std::uint8_t> labels_;
+  std::vector<float> dlogits_;
+};
+
+}  // namespace
+
+Replica::ShardBuffers Replica::shard_buffers(int /*rows*/) {
+  no_data_parallel(*this);
+}
+
+void Replica::forward_logits(int /*first*/, int /*count*/) {
+  no_data_parallel(*this);
+}
+
+void Replica::batch_loss(const float* /*logits*/, const std::uint8_t* /*labels*/, float* /*dlogits*/,
+                         int /*rows*/) {
+  no_data_parallel(*this);
+}
+
+void Replica::backward_from_dlogits(int /*count*/) {
+  no_data_parallel(*this);
+}
+
+std::unique_ptr<DataParallelLinks> make_host_data_parallel_links(std::span<Replica* const> replicas) {
+  return std::make_unique<HostDataParallelLinks>(replicas);
+}
+
+void data_parallel_step(std::span<Replica* const> replicas, DataParallelLinks& links, ReplicaWorkers& workers,
+                        int first, int rows, const SgdConfig& sgd) {
+  const int n = static_cast<int>(replicas.size());
+  std::vector<Shard> shards;
+  for (int r = 0; r < n; ++r)
+    shards.push_back(shard_of(rows, n, r));
+  links.broadcast_parameters();
+  workers.run([&](int r) {
+    const Shard& s = shards[static_cast<std::size_t>(r)];
+    replicas[static_cast<std::size_t>(r)]->forward_logits(first + s.first, s.count);
+  });
+  links.gather_and_take_loss(shards, rows);
+  links.scatter_dlogits(shards);
+  workers.run([&](int r) {
+    replicas[static_cast<std::size_t>(r)]->backward_from_dlogits(shards[static_cast<std::size_t>(r)].count);
+  });
+  links.reduce_gradients();
+  replicas[0]->sgd_step(sgd);
+}
+
+}  // namespace mnistdp
