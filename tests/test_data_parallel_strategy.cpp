@@ -127,6 +127,52 @@ TEST_CASE("a run of either strategy resumes under the other to the same paramete
 }
 
 TEST_CASE(
+    "DataParallel's timeline: every replica's phases in order, and device 0's copies in a row of their own",
+    "[data_parallel][strategy][trace]") {
+  const DataSplits data = testing::synthetic_splits(200, 10, 29);
+  std::vector<std::unique_ptr<Replica>> list;
+  std::vector<Replica*> raw;
+  for (int r = 0; r < 3; ++r) {
+    list.push_back(std::make_unique<CpuReplica>(data, r));
+    raw.push_back(list.back().get());
+  }
+  std::vector<float> init(L::kCount);
+  init_parameters(init, 5);
+  list[0]->load_parameters(init);
+  TrainConfig config;
+  config.epochs = 2;  // 4 steps an epoch, the last of 8 rows (3, 3 and 2 to the replicas)
+  config.evaluate = false;
+  config.trace_steps = 6;
+  Trainer trainer(std::move(list), make_host_data_parallel_links(raw), data.train.count, config);
+  TrainListener quiet;
+  trainer.run(quiet);
+  const auto marks = trainer.take_trace();
+  REQUIRE(marks.size() == 3);
+  for (std::size_t r = 0; r < marks.size(); ++r) {
+    CAPTURE(r);
+    REQUIRE(marks[r].size() == 6);  // every step closed, the replicas that take no SGD step included
+    for (const StepMarks& m : marks[r])
+      for (std::size_t i = 1; i < m.size(); ++i)
+        CHECK(m[i] >= m[i - 1]);
+  }
+  const std::vector<LinkStepMarks> links = trainer.take_link_trace();
+  REQUIRE(links.size() == 6);
+  for (std::size_t k = 0; k < links.size(); ++k) {
+    CAPTURE(k);
+    for (std::size_t i = 1; i < links[k].size(); ++i)
+      CHECK(links[k][i] >= links[k][i - 1]);
+    // Device 0 takes the loss once every replica has handed its logits over, and reduces once every
+    // backward pass is done.
+    for (std::size_t r = 0; r < marks.size(); ++r) {
+      CHECK(links[k][static_cast<std::size_t>(LinkMark::loss)] >=
+            marks[r][k][static_cast<std::size_t>(Mark::loss)]);
+      CHECK(links[k][static_cast<std::size_t>(LinkMark::reduce)] >=
+            marks[r][k][static_cast<std::size_t>(Mark::backward_end)]);
+    }
+  }
+}
+
+TEST_CASE(
     "DataParallel's trainer refuses the replicas' agreement check, and its links a device replica's "
     "absence of pieces",
     "[data_parallel][strategy]") {

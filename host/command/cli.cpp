@@ -239,8 +239,6 @@ void check_consistency(const TrainOptions& o) {
       throw UsageError(
           "--check-replicas compares the replicas the all-reduce keeps identical; under --strategy "
           "dataparallel only device 0 keeps parameters between steps");
-    if (o.trace)
-      throw UsageError("--trace draws the all-reduce's step; it does not yet draw --strategy dataparallel's");
     for (const char* fast :
          {"--cuda-graphs", "--fused-head", "--fused-step", "--pdl", "--persistent", "--steps-per-graph"}) {
       if (o.is_given(fast))

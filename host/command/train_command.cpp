@@ -600,7 +600,9 @@ int run_train(const TrainOptions& o, const LaunchInfo& launch, ProcessGroup* gro
     for (const auto& r : trainer.replicas())
       names.push_back(r->description());
     const std::vector<std::vector<StepMarks>> marks = trainer.take_trace();
-    write_chrome_trace(*o.trace, marks, names, t.start_step);
+    write_chrome_trace(*o.trace, marks, names, t.start_step,
+                       trainer.data_parallel() ? TraceStrategy::dataparallel : TraceStrategy::allreduce,
+                       trainer.take_link_trace());
     const long traced = marks.empty() ? 0 : static_cast<long>(marks.front().size());
     if (traced == 0)
       console_print(stdout, "timeline: no step was run; {} holds no step\n", o.trace->string());

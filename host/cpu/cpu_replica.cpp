@@ -237,7 +237,11 @@ Replica::ShardBuffers CpuReplica::shard_buffers(int rows) {
 void CpuReplica::forward_logits(int first, int count) {
   check_rows(first, count, "forward_logits");
   reserve_rows(std::max(count, 1));
-  if (count == 0) return;
+  if (count == 0) {  // the step's marks all the same
+    for (Mark m : {Mark::gather, Mark::forward, Mark::loss})
+      timeline_.mark(m);
+    return;
+  }
   team_.run([&](int member) {
     const bool lead = member == 0;
     if (lead) timeline_.mark(Mark::gather);
@@ -249,10 +253,11 @@ void CpuReplica::forward_logits(int first, int count) {
   });
   // By rows, as DataParallel gathers them (feature-major logits would need every shard to be turned).
   cpu::transpose(isa_, logitsT_.data(), logits_.data(), kOut, count);
+  // The logits handed over: the "loss" span, device 0's, begins.
+  timeline_.mark(Mark::loss);
 }
 
 void CpuReplica::batch_loss(const float* logits, const std::uint8_t* labels, float* dlogits, int rows) {
-  timeline_.mark(Mark::loss);
   // ref::softmax_xent_row on each row, as cpu::softmax_xent, and the losses summed in double in row order.
   grads_[ParamLayout::kLossSlot] =
       ref::softmax_xent(logits, labels, dlogits, rows, kOut, 1.0f / static_cast<float>(rows));

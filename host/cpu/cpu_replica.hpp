@@ -39,6 +39,10 @@ class CpuReplica final : public Replica {
   void forward_logits(int first, int count) override;
   void batch_loss(const float* logits, const std::uint8_t* labels, float* dlogits, int rows) override;
   void backward_from_dlogits(int count) override;
+  void no_sgd_step() override {
+    timeline_.mark(Mark::sgd);
+    timeline_.mark(Mark::sgd_end);
+  }
   void trace_steps(long steps) override { timeline_.start(steps); }
   std::vector<StepMarks> take_trace() override { return timeline_.take(); }
 

@@ -455,6 +455,12 @@ void CudaReplica::backward_from_dlogits(int count) {
   step_->backward_from_dlogits(count);
 }
 
+void CudaReplica::no_sgd_step() {
+  activate();
+  mark(Mark::sgd);
+  mark(Mark::sgd_end);
+}
+
 void CudaReplica::compute_gradients(int first, int count, int global_batch) {
   check_rows(first, count, "compute_gradients");
   if (global_batch < 1 || count > global_batch) {

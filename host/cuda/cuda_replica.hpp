@@ -132,6 +132,7 @@ class CudaReplica final : public Replica {
   void forward_logits(int first, int count) override;
   void batch_loss(const float* logits, const std::uint8_t* labels, float* dlogits, int rows) override;
   void backward_from_dlogits(int count) override;
+  void no_sgd_step() override;
   float loss_sum() override;
   // Always on: each step's last kernel moves the record on (kernels/cuda/ops/loss_watch.hpp); this numbers
   // the steps.

@@ -86,15 +86,16 @@ void CudaStep::backward(int count) {
 }
 
 void CudaStep::forward_logits(int first, int count) {
-  if (count == 0) return;
   mark(Mark::gather);
-  cuda::gather_normalize(b_.images, b_.labels, b_.order + first, b_.x, b_.y, count, L::kInput, stream());
+  if (count > 0)
+    cuda::gather_normalize(b_.images, b_.labels, b_.order + first, b_.x, b_.y, count, L::kInput, stream());
   mark(Mark::forward);
-  forward(count);
+  if (count > 0) forward(count);
+  // The logits handed over: the "loss" span, device 0's, begins.
+  mark(Mark::loss);
 }
 
 void CudaStep::batch_loss(const float* logits, const std::uint8_t* labels, float* dlogits, int rows) {
-  mark(Mark::loss);
   cuda::softmax_xent(logits, labels, dlogits, b_.grads + L::kLossSlot, rows, L::kClasses,
                      1.0f / static_cast<float>(rows), stream());
 }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "host/model/params.hpp"
@@ -40,13 +41,26 @@ class HostDataParallelLinks final : public DataParallelLinks {
                        replicas_.size() == 1 ? "" : "s");
   }
 
+  void trace_steps(long steps) override {
+    trace_remaining_ = steps;
+    trace_.clear();
+  }
+  std::vector<LinkStepMarks> take_trace() override {
+    trace_remaining_ = 0;
+    return std::move(trace_);
+  }
+
   void broadcast_parameters() override {
+    if (trace_remaining_ > 0) trace_.emplace_back();
+    mark(LinkMark::broadcast);
     const float* master = replicas_[0]->shard_buffers(0).params;
     for (std::size_t r = 1; r < replicas_.size(); ++r)
       std::copy(master, master + ParamLayout::kCount, replicas_[r]->shard_buffers(0).params);
+    mark(LinkMark::broadcast_end);
   }
 
   void gather_and_take_loss(std::span<const Shard> shards, int rows) override {
+    mark(LinkMark::gather);
     const auto n = static_cast<std::size_t>(rows);
     logits_.resize(n * kClasses);
     labels_.resize(n);
@@ -59,19 +73,23 @@ class HostDataParallelLinks final : public DataParallelLinks {
                   logits_.begin() + static_cast<std::ptrdiff_t>(s.first) * kClasses);
       std::copy_n(b.labels, static_cast<std::size_t>(s.count), labels_.begin() + s.first);
     }
+    mark(LinkMark::loss);
     replicas_[0]->batch_loss(logits_.data(), labels_.data(), dlogits_.data(), rows);
   }
 
   void scatter_dlogits(std::span<const Shard> shards) override {
+    mark(LinkMark::scatter);
     for (std::size_t r = 0; r < replicas_.size(); ++r) {
       const Shard& s = shards[r];
       if (s.count == 0) continue;
       std::copy_n(dlogits_.begin() + static_cast<std::ptrdiff_t>(s.first) * kClasses,
                   static_cast<std::size_t>(s.count) * kClasses, replicas_[r]->shard_buffers(s.count).dlogits);
     }
+    mark(LinkMark::scatter_end);
   }
 
   void reduce_gradients() override {
+    mark(LinkMark::reduce);
     // The host communicator's loop, over the parameters' slots: the same sums, in the same order.
     float* sum = replicas_[0]->gradient_buffer();
     for (std::size_t r = 1; r < replicas_.size(); ++r) {
@@ -79,14 +97,23 @@ class HostDataParallelLinks final : public DataParallelLinks {
       for (std::size_t i = 0; i < ParamLayout::kCount; ++i)
         sum[i] += part[i];
     }
+    mark(LinkMark::reduce_end);
+    if (trace_remaining_ > 0) --trace_remaining_;
   }
 
  private:
+  // Host clocks, on the trace clock every replica's marks use.
+  void mark(LinkMark m) {
+    if (trace_remaining_ > 0) trace_.back()[static_cast<std::size_t>(m)] = trace_clock_us();
+  }
+
   std::vector<Replica*> replicas_;
   // Device 0's batch buffers: [rows, 10], [rows], [rows, 10].
   std::vector<float> logits_;
   std::vector<std::uint8_t> labels_;
   std::vector<float> dlogits_;
+  long trace_remaining_ = 0;
+  std::vector<LinkStepMarks> trace_;  // [traced step]
 };
 
 }  // namespace
@@ -108,6 +135,10 @@ void Replica::backward_from_dlogits(int /*count*/) {
   no_data_parallel(*this);
 }
 
+void Replica::no_sgd_step() {
+  no_data_parallel(*this);
+}
+
 std::unique_ptr<DataParallelLinks> make_host_data_parallel_links(std::span<Replica* const> replicas) {
   return std::make_unique<HostDataParallelLinks>(replicas);
 }
@@ -126,7 +157,9 @@ void data_parallel_step(std::span<Replica* const> replicas, DataParallelLinks& l
   links.gather_and_take_loss(shards, rows);
   links.scatter_dlogits(shards);
   workers.run([&](int r) {
-    replicas[static_cast<std::size_t>(r)]->backward_from_dlogits(shards[static_cast<std::size_t>(r)].count);
+    Replica& replica = *replicas[static_cast<std::size_t>(r)];
+    replica.backward_from_dlogits(shards[static_cast<std::size_t>(r)].count);
+    if (r > 0) replica.no_sgd_step();
   });
   links.reduce_gradients();
   replicas[0]->sgd_step(sgd);

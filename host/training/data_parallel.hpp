@@ -21,10 +21,12 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "host/training/replica.hpp"
 #include "host/training/replica_workers.hpp"
 #include "host/training/shard.hpp"
+#include "host/training/trace.hpp"
 #include "kernels/ref/sgd.hpp"
 
 namespace mnistdp {
@@ -45,6 +47,11 @@ class DataParallelLinks {
   virtual void scatter_dlogits(std::span<const Shard> shards) = 0;
   // The replicas' parameter gradients added into replica 0's, in replica order (its loss slot kept).
   virtual void reduce_gradients() = 0;
+
+  // The timeline of the copies (host/training/trace.hpp) of the next `steps` steps, and its marks; links
+  // that keep none return none.
+  virtual void trace_steps(long /*steps*/) {}
+  virtual std::vector<LinkStepMarks> take_trace() { return {}; }
 };
 
 // For CPU replicas (host memory): the copies are memcpy, the sum the host communicator's loop.

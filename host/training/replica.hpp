@@ -115,6 +115,8 @@ class Replica {
   // The gradients of the last forward_logits' `count` rows from the d(logits) in shard_buffers().dlogits,
   // into the gradient buffer's parameter slots (the loss slot is left as it is); zeros for count 0.
   virtual void backward_from_dlogits(int count);
+  // This step's SGD is device 0's alone: a replica other than 0 closes its step's timeline marks here.
+  virtual void no_sgd_step();
 
   // The loss sum in the gradient buffer (after the all-reduce: of the global batch). May wait for the device.
   virtual float loss_sum() = 0;

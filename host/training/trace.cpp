@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <stdexcept>
 
 namespace mnistdp {
@@ -15,17 +16,58 @@ struct PhaseBounds {
   Mark end;
 };
 
-constexpr PhaseBounds kPhases[] = {
+constexpr PhaseBounds kAllReducePhases[] = {
     {"gather", Mark::gather, Mark::forward},       {"forward", Mark::forward, Mark::loss},
     {"loss", Mark::loss, Mark::backward},          {"backward", Mark::backward, Mark::backward_end},
     {"all-reduce", Mark::backward_end, Mark::sgd}, {"sgd", Mark::sgd, Mark::sgd_end},
 };
 
+// Under DataParallel a replica's "loss" span runs from the end of its forward pass to the start of its
+// backward pass: device 0 gathers the logits, takes the loss and scatters d(logits) meanwhile.
+constexpr PhaseBounds kDataParallelPhases[] = {
+    {"gather", Mark::gather, Mark::forward},
+    {"forward", Mark::forward, Mark::loss},
+    {"to device 0 and back (gather, loss, scatter)", Mark::loss, Mark::backward},
+    {"backward", Mark::backward, Mark::backward_end},
+    {"reduce onto device 0", Mark::backward_end, Mark::sgd},
+    {"sgd", Mark::sgd, Mark::sgd_end},
+};
+
+struct LinkPhaseBounds {
+  const char* name;
+  LinkMark begin;
+  LinkMark end;
+};
+
+constexpr LinkPhaseBounds kLinkPhases[] = {
+    {"broadcast parameters", LinkMark::broadcast, LinkMark::broadcast_end},
+    {"gather logits", LinkMark::gather, LinkMark::loss},
+    {"loss on device 0", LinkMark::loss, LinkMark::scatter},
+    {"scatter d(logits)", LinkMark::scatter, LinkMark::scatter_end},
+    {"reduce gradients", LinkMark::reduce, LinkMark::reduce_end},
+};
+
+nlohmann::json span(const char* name, std::size_t row, double begin, double end, long step) {
+  return {{"name", name},
+          {"cat", "step"},
+          {"ph", "X"},
+          {"pid", 0},
+          {"tid", row},
+          {"ts", begin},
+          {"dur", end > begin ? end - begin : 0.0},
+          {"args", {{"step", step}}}};
+}
+
+nlohmann::json row_name(std::size_t row, const std::string& name) {
+  return {{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", row}, {"args", {{"name", name}}}};
+}
+
 }  // namespace
 
 void write_chrome_trace(const std::filesystem::path& path,
                         const std::vector<std::vector<StepMarks>>& replica_marks,
-                        const std::vector<std::string>& names, long first_step) {
+                        const std::vector<std::string>& names, long first_step, TraceStrategy strategy,
+                        const std::vector<LinkStepMarks>& link_marks) {
   // Times start at the first mark of the run, so the numbers a reader sees are small.
   double origin = 0;
   bool have_origin = false;
@@ -36,28 +78,34 @@ void write_chrome_trace(const std::filesystem::path& path,
         have_origin = true;
       }
 
+  for (const LinkStepMarks& m : link_marks)
+    if (!have_origin || m[0] < origin) {
+      origin = m[0];
+      have_origin = true;
+    }
+
+  const std::span<const PhaseBounds> phases = strategy == TraceStrategy::dataparallel
+                                                  ? std::span<const PhaseBounds>(kDataParallelPhases)
+                                                  : std::span<const PhaseBounds>(kAllReducePhases);
   nlohmann::json events = nlohmann::json::array();
   for (std::size_t r = 0; r < replica_marks.size(); ++r) {
-    events.push_back(
-        {{"name", "thread_name"},
-         {"ph", "M"},
-         {"pid", 0},
-         {"tid", r},
-         {"args", {{"name", fmt::format("replica {} ({})", r, r < names.size() ? names[r] : "?")}}}});
+    events.push_back(row_name(r, fmt::format("replica {} ({})", r, r < names.size() ? names[r] : "?")));
     for (std::size_t step = 0; step < replica_marks[r].size(); ++step) {
       const StepMarks& m = replica_marks[r][step];
-      for (const PhaseBounds& p : kPhases) {
-        const double begin = m[static_cast<int>(p.begin)] - origin;
-        const double end = m[static_cast<int>(p.end)] - origin;
-        events.push_back({{"name", p.name},
-                          {"cat", "step"},
-                          {"ph", "X"},
-                          {"pid", 0},
-                          {"tid", r},
-                          {"ts", begin},
-                          {"dur", end > begin ? end - begin : 0.0},
-                          {"args", {{"step", first_step + static_cast<long>(step)}}}});
-      }
+      for (const PhaseBounds& p : phases)
+        events.push_back(span(p.name, r, m[static_cast<int>(p.begin)] - origin,
+                              m[static_cast<int>(p.end)] - origin, first_step + static_cast<long>(step)));
+    }
+  }
+  // DataParallel's copies: a row below the replicas'.
+  if (!link_marks.empty()) {
+    const std::size_t row = replica_marks.size();
+    events.push_back(row_name(row, "device 0's copies (nn.DataParallel)"));
+    for (std::size_t step = 0; step < link_marks.size(); ++step) {
+      const LinkStepMarks& m = link_marks[step];
+      for (const LinkPhaseBounds& p : kLinkPhases)
+        events.push_back(span(p.name, row, m[static_cast<int>(p.begin)] - origin,
+                              m[static_cast<int>(p.end)] - origin, first_step + static_cast<long>(step)));
     }
   }
   std::ofstream file(path, std::ios::out | std::ios::trunc);

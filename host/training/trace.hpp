@@ -49,10 +49,26 @@ class HostTimeline {
   std::vector<StepMarks> steps_;
 };
 
+// nn.DataParallel's copies, as device 0 makes them each step (host/training/data_parallel.hpp): the phases
+// lie between these marks, in order: broadcast | (forward passes) | gather | loss | scatter | (backward
+// passes) | reduce.
+enum class LinkMark { broadcast, broadcast_end, gather, loss, scatter, scatter_end, reduce, reduce_end };
+inline constexpr int kLinkMarksPerStep = 8;
+using LinkStepMarks = std::array<double, kLinkMarksPerStep>;
+
+// How the replicas shared each step, which names the phases between the marks: under the all-reduce, the
+// span after the backward pass is the all-reduce; under DataParallel, the span after the forward pass is
+// the trip through device 0 (gather, loss, scatter) and the one after the backward pass the reduction onto
+// device 0 (the other replicas take no SGD step).
+enum class TraceStrategy { allreduce, dataparallel };
+
 // Writes the trace: replica_marks[r][k] holds replica r's marks of step first_step + k (steps counted in all,
-// so that a resumed run's steps keep their numbers); names label the rows.
+// so that a resumed run's steps keep their numbers); names label the rows. link_marks: DataParallel's copies
+// (one row of their own, "device 0's copies"), or empty.
 void write_chrome_trace(const std::filesystem::path& path,
                         const std::vector<std::vector<StepMarks>>& replica_marks,
-                        const std::vector<std::string>& names, long first_step = 0);
+                        const std::vector<std::string>& names, long first_step = 0,
+                        TraceStrategy strategy = TraceStrategy::allreduce,
+                        const std::vector<LinkStepMarks>& link_marks = {});
 
 }  // namespace mnistdp

@@ -141,14 +141,20 @@ std::vector<std::vector<StepMarks>> Trainer::take_trace() {
   return marks;
 }
 
+std::vector<LinkStepMarks> Trainer::take_link_trace() {
+  return data_parallel_ ? data_parallel_->take_trace() : std::vector<LinkStepMarks>{};
+}
+
 std::vector<EpochReport> Trainer::run(TrainListener& listener) {
   using Clock = std::chrono::steady_clock;
   std::vector<EpochReport> reports;
   const int steps = steps_per_epoch();
   long total_steps = config_.start_step;
-  if (config_.trace_steps > 0)
+  if (config_.trace_steps > 0) {
     for (auto& replica : replicas_)
       replica->trace_steps(config_.trace_steps);
+    if (data_parallel_) data_parallel_->trace_steps(config_.trace_steps);
+  }
 
   // A resumed run starts inside the epoch it stopped in; each epoch's order depends only on the seed and the
   // epoch, so the rest of that epoch sees exactly the rows it would have seen.

@@ -109,6 +109,9 @@ class Trainer {
 
   // The timeline of the traced steps: [replica][step] marks. Waits for the devices.
   std::vector<std::vector<StepMarks>> take_trace();
+  // DataParallel's copies of the traced steps, where its links keep them; empty otherwise.
+  std::vector<LinkStepMarks> take_link_trace();
+  bool data_parallel() const { return data_parallel_ != nullptr; }
 
  private:
   // One global batch: rows [first, first + rows) of the epoch's order.

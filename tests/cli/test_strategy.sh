@@ -37,7 +37,13 @@ check "--explain: replicate" grep -q "^0. Replicate. " "$work/explain.log"
 check "--explain: the loss on device 0" grep -q "^6. Loss, on device 0 alone" "$work/explain.log"
 check "--explain: the reduction" grep -q "^8. Reduce. " "$work/explain.log"
 
-# 4. Refusals, each in one sentence, exit 2.
+# 4. --trace draws DataParallel's phases, and device 0's copies in a row of their own.
+train --max-steps 4 --strategy dataparallel --trace "$work/dp.trace.json" --trace-steps 3 >/dev/null 2>&1
+check "--trace: the trip through device 0 on the replicas' rows" grep -q "to device 0 and back" "$work/dp.trace.json"
+check "--trace: device 0's copies in a row of their own" grep -q "device 0's copies (nn.DataParallel)" "$work/dp.trace.json"
+check "--trace: the reduction onto device 0" grep -q "reduce gradients" "$work/dp.trace.json"
+
+# 5. Refusals, each in one sentence, exit 2.
 RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=1 timeout 60 \
   "$bin" train --data "$data" --device cpu --strategy dataparallel --max-steps 1 >/dev/null 2>"$work/ranks.err"
 rc=$?
