@@ -2,14 +2,17 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "host/cuda/device_replica.hpp"
 #include "host/model/params.hpp"
+#include "host/training/trace.hpp"
 #include "kernels/cuda/ops/replica_sum.hpp"
 #include "kernels/cuda/runtime/check.hpp"
 #include "kernels/cuda/runtime/memory.hpp"
@@ -74,9 +77,51 @@ class CudaDataParallelLinks final : public DataParallelLinks {
                        replicas_.size(), replicas_.size() == 1 ? "" : "s", root().device);
   }
 
+  void trace_steps(long steps) override {
+    const DeviceGuard guard;
+    traced_.clear();
+    anchors_.clear();
+    trace_remaining_ = steps;
+    if (steps <= 0) return;
+    // Each device's events are timed against an anchor of that device whose host time is known (as a
+    // replica's own marks are): the host reads its clock as soon as the anchor has completed.
+    for (const DeviceReplica& r : replicas_) {
+      if (anchors_.count(r.device)) continue;
+      CUDA_CHECK(cudaSetDevice(r.device));
+      Anchor& a = anchors_[r.device];
+      a.event.emplace(cudaEventDefault);
+      a.event->record(r.stream);
+      a.event->synchronize();
+      a.us = trace_clock_us();
+    }
+  }
+
+  std::vector<LinkStepMarks> take_trace() override {
+    const DeviceGuard guard;
+    std::vector<LinkStepMarks> steps;
+    for (const TracedStep& t : traced_) {
+      LinkStepMarks& marks = steps.emplace_back();
+      marks.fill(0.0);
+      for (const Stamp& stamp : t.stamps) {
+        CUDA_CHECK(cudaSetDevice(stamp.device));
+        stamp.event.synchronize();
+        const Anchor& a = anchors_.at(stamp.device);
+        const double us = a.us + 1000.0 * stamp.event.elapsed_ms_since(*a.event);
+        double& mark = marks[static_cast<std::size_t>(stamp.mark)];
+        mark = std::max(mark, us);  // a mark on several streams: the last of them
+      }
+    }
+    traced_.clear();
+    trace_remaining_ = 0;
+    return steps;
+  }
+
   void broadcast_parameters() override {
     const DeviceGuard guard;
+    if (trace_remaining_ > 0) traced_.emplace_back();
     CUDA_CHECK(cudaSetDevice(root().device));
+    stamp(LinkMark::broadcast, root());
+    if (replicas_.size() == 1) stamp(LinkMark::broadcast_end, root());
     params_ready_->record(root().stream);
     const float* master = root().replica->shard_buffers(0).params;
     for (std::size_t r = 1; r < replicas_.size(); ++r) {
@@ -86,6 +131,7 @@ class CudaDataParallelLinks final : public DataParallelLinks {
       CUDA_CHECK(cudaStreamWaitEvent(to.stream, params_ready_->get(), 0));
       CUDA_CHECK(cudaMemcpyPeerAsync(params, to.device, master, root().device, L::kCount * sizeof(float),
                                      to.stream));
+      stamp(LinkMark::broadcast_end, to);
     }
   }
 
@@ -97,9 +143,11 @@ class CudaDataParallelLinks final : public DataParallelLinks {
     }
     CUDA_CHECK(cudaSetDevice(root().device));
     reserve(rows);
+    for (std::size_t r = 1; r < replicas_.size(); ++r)
+      CUDA_CHECK(cudaStreamWaitEvent(root().stream, forward_done_[r - 1].get(), 0));
+    stamp(LinkMark::gather, root());
     for (std::size_t r = 0; r < replicas_.size(); ++r) {
       const Shard& s = shards[r];
-      if (r > 0) CUDA_CHECK(cudaStreamWaitEvent(root().stream, forward_done_[r - 1].get(), 0));
       if (s.count == 0) continue;
       const Replica::ShardBuffers b = replicas_[r].replica->shard_buffers(s.count);
       CUDA_CHECK(cudaSetDevice(root().device));  // shard_buffers makes its replica's device current
@@ -111,12 +159,15 @@ class CudaDataParallelLinks final : public DataParallelLinks {
       CUDA_CHECK(cudaMemcpyPeerAsync(labels_.data() + at, root().device, b.labels, replicas_[r].device, count,
                                      root().stream));
     }
+    stamp(LinkMark::loss, root());
     root().replica->batch_loss(logits_.data(), labels_.data(), dlogits_.data(), rows);
   }
 
   void scatter_dlogits(std::span<const Shard> shards) override {
     const DeviceGuard guard;
     CUDA_CHECK(cudaSetDevice(root().device));
+    stamp(LinkMark::scatter, root());
+    stamp(LinkMark::scatter_end, root());  // the end is the last copy's, no earlier than this
     loss_done_->record(root().stream);
     for (std::size_t r = 0; r < replicas_.size(); ++r) {
       const Shard& s = shards[r];
@@ -128,32 +179,46 @@ class CudaDataParallelLinks final : public DataParallelLinks {
       CUDA_CHECK(cudaMemcpyPeerAsync(
           dlogits, to.device, dlogits_.data() + static_cast<std::size_t>(s.first) * L::kClasses,
           root().device, static_cast<std::size_t>(s.count) * L::kClasses * sizeof(float), to.stream));
+      stamp(LinkMark::scatter_end, to);
     }
   }
 
   void reduce_gradients() override {
     const std::size_t n = replicas_.size();
-    if (n < 2) return;
     const DeviceGuard guard;
     for (std::size_t r = 1; r < n; ++r) {
       CUDA_CHECK(cudaSetDevice(replicas_[r].device));
       backward_done_[r - 1].record(replicas_[r].stream);
     }
     CUDA_CHECK(cudaSetDevice(root().device));
-    for (std::size_t r = 1; r < n; ++r) {
+    for (std::size_t r = 1; r < n; ++r)
       CUDA_CHECK(cudaStreamWaitEvent(root().stream, backward_done_[r - 1].get(), 0));
+    stamp(LinkMark::reduce, root());
+    for (std::size_t r = 1; r < n; ++r) {
       CUDA_CHECK(cudaMemcpyPeerAsync(staging_[r - 1].data(), root().device,
                                      replicas_[r].replica->gradient_buffer(), replicas_[r].device,
                                      L::kCount * sizeof(float), root().stream));
     }
     CUDA_CHECK(cudaSetDevice(root().device));
     // The parameters' slots only: replica 0's loss slot holds the batch's loss.
-    cuda::sum_in_order(sum_table_.data(), static_cast<int>(n), root().replica->gradient_buffer(), L::kCount,
-                       root().stream);
+    if (n > 1)
+      cuda::sum_in_order(sum_table_.data(), static_cast<int>(n), root().replica->gradient_buffer(), L::kCount,
+                         root().stream);
+    stamp(LinkMark::reduce_end, root());
+    if (trace_remaining_ > 0) --trace_remaining_;
   }
 
  private:
   const DeviceReplica& root() const { return replicas_[0]; }
+
+  // While steps are traced: a timed event for mark `m` on `at`'s stream (made on, and leaving current, its
+  // device).
+  void stamp(LinkMark m, const DeviceReplica& at) {
+    if (trace_remaining_ <= 0) return;
+    CUDA_CHECK(cudaSetDevice(at.device));
+    Stamp& s = traced_.back().stamps.emplace_back(Stamp{m, at.device, Event(cudaEventDefault)});
+    s.event.record(at.stream);
+  }
 
   // The batch buffers on device 0 (current), grown to `rows`: once the stream is done with the old ones.
   void reserve(int rows) {
@@ -177,6 +242,23 @@ class CudaDataParallelLinks final : public DataParallelLinks {
   std::optional<Event> loss_done_;
   std::vector<Event> forward_done_;   // [replicas - 1]
   std::vector<Event> backward_done_;  // [replicas - 1]
+
+  // The timeline: each traced step's stamps, timed against each device's anchor.
+  struct Stamp {
+    LinkMark mark;
+    int device;
+    Event event;
+  };
+  struct TracedStep {
+    std::vector<Stamp> stamps;
+  };
+  struct Anchor {
+    std::optional<Event> event;
+    double us = 0.0;
+  };
+  long trace_remaining_ = 0;
+  std::vector<TracedStep> traced_;
+  std::map<int, Anchor> anchors_;  // by device
 };
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include "host/cuda/cuda_replica.hpp"
 #include "host/model/init.hpp"
 #include "host/model/params.hpp"
+#include "host/training/trace.hpp"
 #include "host/training/trainer.hpp"
 #include "tests/gpu/gpu_test_util.hpp"
 #include "tests/synthetic_data.hpp"
@@ -117,4 +118,43 @@ TEST_CASE("DataParallel's step over several GPUs follows the NCCL all-reduce's p
   // The emulated NCCL adds the ranks in rank order, as device 0's reduction does.
   CHECK(bitwise_equal(dataparallel.params, allreduce.params));
 #endif
+}
+
+TEST_CASE(
+    "DataParallel's timeline on CUDA replicas: device 0's copies in order, every replica's steps closed",
+    "[gpu][data_parallel][trace]") {
+  const DataSplits data = testing::synthetic_splits(200, 10, 41);
+  std::vector<std::unique_ptr<Replica>> list;
+  std::vector<Replica*> raw;
+  for (int r = 0; r < 3; ++r) {
+    list.push_back(make_cuda_replica(data, 0, {GemmImpl::blocked}));
+    raw.push_back(list.back().get());
+  }
+  std::vector<float> init(L::kCount);
+  init_parameters(init, 43);
+  list[0]->load_parameters(init);
+  TrainConfig config;
+  config.epochs = 2;  // 4 steps an epoch, the last of 8 rows
+  config.evaluate = false;
+  config.trace_steps = 5;
+  Trainer trainer(std::move(list), make_cuda_data_parallel_links(raw), data.train.count, config);
+  TrainListener quiet;
+  trainer.run(quiet);
+  const auto marks = trainer.take_trace();
+  REQUIRE(marks.size() == 3);
+  for (std::size_t r = 0; r < marks.size(); ++r) {
+    CAPTURE(r);
+    REQUIRE(marks[r].size() == 5);
+    for (const StepMarks& m : marks[r])
+      for (std::size_t i = 1; i < m.size(); ++i)
+        CHECK(m[i] >= m[i - 1]);
+  }
+  const std::vector<LinkStepMarks> links = trainer.take_link_trace();
+  REQUIRE(links.size() == 5);
+  for (std::size_t k = 0; k < links.size(); ++k) {
+    CAPTURE(k);
+    // Each copy waits for what it reads: the marks come in their order, across the streams.
+    for (std::size_t i = 1; i < links[k].size(); ++i)
+      CHECK(links[k][i] >= links[k][i - 1]);
+  }
 }
