@@ -10,6 +10,8 @@ KIND, and what RAW_DIR must hold:
   compare       compare.json (bench/compare.sh, through bench/compare_report.py)
   gemm-survey   survey.json and LIBRARY.rN.json / LIBRARY.rN.txt (bench/gemm_survey.sh)
   multiprocess  results.json (bench/multiprocess_cpu.sh)
+  strategies    results.json, and strategies.png when there is one, which is copied beside the record
+                (bench/strategies.sh)
   emu-step      emu_step.json and emu_step.txt (bench/emu_step.sh)
   cpu-ops       cpu_ops.json, and cpu_ops.txt when there is one (mnist-dp-cpu-bench --benchmark_out=cpu_ops.json
                 --benchmark_out_format=json, with --benchmark_repetitions so that it reports medians)
@@ -26,7 +28,8 @@ A record is JSON:
   commit    the commit mnist-dp was built from
   machine   host, cpu (the model lscpu names), cpus, gpu ("" for none), and what else the run reports
   commands  the commands that made the run
-  figures   one entry per program: compare, gemm_survey, multiprocess, emu_step, emu_epoch_check, cpu_ops, fuzz
+  figures   one entry per program: compare, gemm_survey, multiprocess, strategies, emu_step, emu_epoch_check,
+            cpu_ops, fuzz
   notes     (optional) what the figures alone do not say
 Every figure is copied from the raw files, unrounded; bench/results_tables.py prints a record's tables
 (--show RECORD_DIR) and the docs' tables from the records. Standard library only.
@@ -35,6 +38,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import statistics
 import sys
 
@@ -206,6 +210,77 @@ def from_multiprocess(raw):
             "commands": [res["command"]], "figures": {"multiprocess": figures}}
 
 
+# --- strategies.sh ----------------------------------------------------------------------------------------------
+# What each strategy copies between replicas in one step, from the model's sizes (host/model/params.hpp) and the
+# way host/training/communicator.cpp, host/training/data_parallel.cpp, host/cuda/cuda_data_parallel.cpp and
+# host/cuda/cuda_communicators.cpp copy. One convention for both: the bytes that cross from one replica's memory
+# to another's in a step, summed over every copy (a copy within one replica's memory, such as device 0's own
+# logits into its batch buffer, is not counted).
+
+PARAMETERS = 203_530            # ParamLayout::kCount: fc1 256 x 784 + 256, fc2 10 x 256 + 10
+GRADIENT_FLOATS = PARAMETERS + 1  # ParamLayout::kGradCount: the parameters and the loss slot
+CLASSES = 10                    # ParamLayout::kClasses
+FLOAT_BYTES = 4
+LABEL_BYTES = 1                 # the labels are uint8
+BATCH = 64
+
+
+def shard_sizes(batch, replicas):
+    """torch.chunk's sizes, as shard_of (host/training/shard.hpp): ceil(batch / replicas) rows each, the tail
+    what is left, possibly 0 (64 over 3: 22, 22, 20; 5 over 4: 2, 2, 1, 0)."""
+    if replicas < 1 or batch < 0:
+        raise ValueError(f"shard_sizes: {batch} rows over {replicas} replicas")
+    chunk = (batch + replicas - 1) // replicas
+    return [max(0, min(batch, chunk * (r + 1)) - min(batch, chunk * r)) for r in range(replicas)]
+
+
+def strategy_bytes(replicas, batch=BATCH):
+    """The bytes each strategy moves between replicas in one step of `batch` rows over `replicas` replicas.
+
+    allreduce: the host sum adds replicas 1..N-1's gradient buffers (with the loss slot) into replica 0's and
+      copies the sum back to each, 2 (N-1) buffers; the same-device CUDA sum reads N-1 other buffers and writes
+      N-1 copies back, the same; NCCL's ring sends 2 (N-1) / N of the buffer from each of N ranks, the same total.
+    dataparallel: replica 0's parameters to each of the N-1 others; the logits (float) and labels (uint8) of
+      replicas 1..N-1's rows gathered onto device 0; their rows of d(logits) scattered back; their parameter
+      gradients (no loss slot) copied onto device 0 to be added.
+    """
+    sizes = shard_sizes(batch, replicas)
+    others = replicas - 1
+    other_rows = sum(sizes[1:])
+    gradients = 2 * others * GRADIENT_FLOATS * FLOAT_BYTES
+    dp = {"parameters_broadcast": others * PARAMETERS * FLOAT_BYTES,
+          "logits_gathered": other_rows * CLASSES * FLOAT_BYTES,
+          "labels_gathered": other_rows * LABEL_BYTES,
+          "dlogits_scattered": other_rows * CLASSES * FLOAT_BYTES,
+          "gradients_reduced": others * PARAMETERS * FLOAT_BYTES}
+    dp["total"] = sum(dp.values())
+    return {"replicas": replicas, "batch": batch, "shards": sizes,
+            "allreduce": {"gradients": gradients, "total": gradients}, "dataparallel": dp}
+
+
+STRATEGY_CONFIG_FIELDS = ["name", "strategy", "replicas", "placement", "shared_by", "oversubscribed",
+                          "median_us_per_step", "us_per_step", "steps", "load_before"]
+
+
+def from_strategies(raw):
+    res = load(os.path.join(raw, "results.json"))
+    m = res["machine"]
+    figures = {"options": res["options"], "device": res["device"], "emulated": res.get("emulated", False),
+               "matrix_products": m.get("matrix_products"),
+               "load_average_before": m.get("load_average_1min_before"),
+               "load_average_after": m.get("load_average_1min_after"),
+               "bytes_convention": res["bytes_convention"],
+               "training": [{k: c[k] for k in STRATEGY_CONFIG_FIELDS if k in c} for c in res["training"]],
+               "bytes": [strategy_bytes(n, res["options"]["batch"]) for n in res["options"]["replicas"]]}
+    plot = os.path.join(raw, "strategies.png")
+    return {"title": f"the two strategies, all-reduce and nn.DataParallel's, on {res['device']} replicas",
+            "date": res["date"], "commit": res["commit"],
+            "machine": {"host": m.get("host", ""), "cpu": m.get("cpu_model", ""), "cpus": m.get("nproc"),
+                        "gpu": m.get("gpu", "")},
+            "commands": [res["command"]], "figures": {"strategies": figures},
+            "copy": [plot] if os.path.exists(plot) else []}
+
+
 # --- emu_step.sh ----------------------------------------------------------------------------------------------
 
 def from_emu_step(raw):
@@ -278,7 +353,7 @@ def from_cpu_ops(raw):
 
 
 READERS = {"compare": from_compare, "gemm-survey": from_gemm_survey, "multiprocess": from_multiprocess,
-           "emu-step": from_emu_step, "cpu-ops": from_cpu_ops}
+           "strategies": from_strategies, "emu-step": from_emu_step, "cpu-ops": from_cpu_ops}
 
 
 def merge_machine(old, new):
@@ -312,7 +387,7 @@ def make(kind, raw, record_dir, command=None, add=False, title=None, notes=()):
         record.setdefault("notes", []).extend(notes)
     # The keys in one order in every record.
     order = ["record", "name", "title", "date", "commit", "machine", "commands", "figures", "notes"]
-    return {k: record[k] for k in order if k in record}
+    return {k: record[k] for k in order if k in record}, part.get("copy", [])
 
 
 def main():
@@ -327,10 +402,14 @@ def main():
     parser.add_argument("--note", action="append", default=[])
     a = parser.parse_args()
     try:
-        record = make(a.kind, a.raw_dir, a.record_dir, a.command, a.add, a.title, a.note)
+        record, copies = make(a.kind, a.raw_dir, a.record_dir, a.command, a.add, a.title, a.note)
     except (OSError, KeyError, ValueError) as e:
         sys.exit(f"make_record.py: {a.raw_dir}: cannot read the run's files ({type(e).__name__}: {e})")
     print(f"make_record.py: wrote {write(a.record_dir, record)}")
+    # A plot beside the record: bench/results_tables.py --check keeps it there only while a doc shows it.
+    for path in copies:
+        shutil.copy(path, a.record_dir)
+        print(f"make_record.py: copied {os.path.basename(path)} beside it (a doc must show it, or delete it)")
 
 
 if __name__ == "__main__":

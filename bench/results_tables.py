@@ -33,8 +33,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join("bench", "results")
 MARKER = re.compile(r"^<!-- results-table: (\S+) -->\s*$")
 RECORD_KEYS = ["record", "name", "title", "date", "commit", "machine", "commands", "figures"]
-FIGURE_KINDS = {"compare", "gemm_survey", "multiprocess", "emu_step", "emu_epoch_check", "cpu_ops", "fuzz",
-                "gpu_session"}
+FIGURE_KINDS = {"compare", "gemm_survey", "multiprocess", "strategies", "emu_step", "emu_epoch_check", "cpu_ops",
+                "fuzz", "gpu_session"}
 
 
 def load_records(root):
@@ -178,6 +178,22 @@ def group(rec, kind, processes):
     raise Missing(f"{rec['name']}: no {kind} group of {processes}")
 
 
+def strat(rec, strategy, replicas):
+    """a configuration of bench/strategies.sh: one strategy at one replica count"""
+    for c in section(rec, "strategies")["training"]:
+        if c["strategy"] == strategy and c["replicas"] == replicas:
+            return c
+    raise Missing(f"{rec['name']}: no {strategy} run with {replicas} replicas")
+
+
+def sbytes(rec, strategy, replicas):
+    """the bytes a strategy copies between replicas in one step"""
+    for b in section(rec, "strategies")["bytes"]:
+        if b["replicas"] == replicas:
+            return b[strategy]["total"]
+    raise Missing(f"{rec['name']}: no bytes for {replicas} replicas")
+
+
 def cpu_op(rec, name):
     try:
         return section(rec, "cpu_ops")["benchmarks"][name]
@@ -204,7 +220,7 @@ def half_up(value, digits):
 
 
 HELPERS = {f.__name__: f for f in [s, us, sps, gf, fl, acc, x, peak, prod, prodgf, step, stepgf, wf, wu, work,
-                                   train, group, cpu_op, emu, per, half_up]}
+                                   train, group, strat, sbytes, cpu_op, emu, per, half_up]}
 
 # --- The docs' tables ------------------------------------------------------------------------------------------
 # Each: the doc it stands in, the records it reads (short name -> record name) and its lines, where
@@ -444,6 +460,16 @@ table("multiprocess-collectives", "docs/benchmarks.md", {"M": "2026-11-30_multip
     group_line("TCP", "tcp", 2), group_line("MPI", "mpi", 2),
     group_line("TCP (oversubscribed)", "tcp", 3), group_line("MPI (oversubscribed)", "mpi", 3)]))
 
+def record_named(records, name):
+    if name not in records:
+        raise Missing(f"no record {RESULTS}/{name}/record.json")
+    return records[name]
+
+
+# bench/strategies.sh's run on the CPU: a row per replica count, both strategies (strategies_lines, below).
+built_table("strategies-cpu", "docs/how-dataparallel-works.md",
+            lambda records: strategies_lines(record_named(records, "2026-12-05_strategies_cpu_vm")))
+
 table("emulated-step", "docs/emulation.md", {"E": "2026-12-01_emulated_vm", "T": "2026-12-02_emulated_vm_tsan"}, """
 | variant | ms a step | under ThreadSanitizer |
 |---|---|---|
@@ -654,6 +680,37 @@ def show_multiprocess(rec):
     return lines
 
 
+def strategies_lines(rec):
+    """bench/strategies.sh's table of time and bytes per step, both strategies, from its record"""
+    st = section(rec, "strategies")
+    lines = ["| replicas | all-reduce us/step | DataParallel us/step | DataParallel / all-reduce | "
+             "all-reduce bytes/step | DataParallel bytes/step |", "|---:|---:|---:|---:|---:|---:|"]
+    for n in st["options"]["replicas"]:
+        a, d = strat(rec, "allreduce", n), strat(rec, "dataparallel", n)
+        mark = " (oversubscribed)" if a["oversubscribed"] else ""
+        lines.append(f"| {n}{mark} | {a['median_us_per_step']:.1f} | {d['median_us_per_step']:.1f} | "
+                     f"{d['median_us_per_step'] / a['median_us_per_step']:.2f} | {sbytes(rec, 'allreduce', n):,} | "
+                     f"{sbytes(rec, 'dataparallel', n):,} |")
+    return lines
+
+
+def show_strategies(rec):
+    st = section(rec, "strategies")
+    where = st.get("matrix_products") if st["device"] == "cpu" else rec["machine"].get("gpu")
+    lines = [f"the two strategies on {st['device']} replicas: {rec['machine']['cpu']}, {rec['machine']['cpus']} CPUs; "
+             f"{where}; {st['options']['rounds']} rounds of {st['options']['steps']} steps; load average "
+             f"{st.get('load_average_before')} before, {st.get('load_average_after')} after.", ""]
+    lines += strategies_lines(rec)
+    lines += ["", "| configuration | placement | how the replicas share the step | median us/step | each round |",
+              "|---|---|---|---:|---|"]
+    for c in st["training"]:
+        lines.append(f"| {c['name']}{' (oversubscribed)' if c['oversubscribed'] else ''} | {c['placement']} | "
+                     f"{c.get('shared_by') or '-'} | {c['median_us_per_step']:.1f} | "
+                     f"{', '.join(f'{u:.1f}' for u in c['us_per_step'])} |")
+    lines += ["", f"bytes/step: {st['bytes_convention']}"]
+    return lines
+
+
 def show_emu_step(rec):
     e = section(rec, "emu_step")
     lines = [f"emulated training step, batch 64, {e['steps']} steps a run, median of {e['rounds']} rounds "
@@ -706,7 +763,7 @@ def show_gpu_session(rec):
 
 
 SHOW = {"compare": show_compare, "gemm_survey": show_gemm_survey, "multiprocess": show_multiprocess,
-        "emu_step": show_emu_step, "emu_epoch_check": show_emu_epoch_check, "cpu_ops": show_cpu_ops,
+        "strategies": show_strategies, "emu_step": show_emu_step, "emu_epoch_check": show_emu_epoch_check, "cpu_ops": show_cpu_ops,
         "fuzz": show_fuzz, "gpu_session": show_gpu_session}
 
 
