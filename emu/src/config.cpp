@@ -53,6 +53,37 @@ Config read_config() {
 
 }  // namespace
 
+NcclConfig nccl_config() {
+  NcclConfig c;
+  c.max_polls = static_cast<int>(read_number("MNISTDP_EMU_NCCL_POLLS", 3, 0, 1000000));
+  const char* fail = std::getenv("MNISTDP_EMU_NCCL_FAIL");
+  if (!fail || !*fail) return c;
+  const std::string text = fail;
+  const auto malformed = [&] {
+    return std::runtime_error("MNISTDP_EMU_NCCL_FAIL='" + text +
+                              "' is not CALL:N:RESULT, CALL one of ncclCommInitRankConfig, ncclAllReduce, "
+                              "ncclCommFinalize, N from 1, RESULT one of ncclSystemError, ncclInternalError, "
+                              "ncclRemoteError, hang");
+  };
+  const std::size_t first = text.find(':');
+  const std::size_t second = first == std::string::npos ? first : text.find(':', first + 1);
+  if (second == std::string::npos) throw malformed();
+  c.fail_call = text.substr(0, first);
+  const std::string nth = text.substr(first + 1, second - first - 1);
+  c.fail_result = text.substr(second + 1);
+  char* end = nullptr;
+  const long n = std::strtol(nth.c_str(), &end, 10);
+  if (nth.empty() || *end != '\0' || n < 1 || n > 1000000000) throw malformed();
+  c.fail_nth = static_cast<int>(n);
+  if (c.fail_call != "ncclCommInitRankConfig" && c.fail_call != "ncclAllReduce" &&
+      c.fail_call != "ncclCommFinalize")
+    throw malformed();
+  if (c.fail_result != "ncclSystemError" && c.fail_result != "ncclInternalError" &&
+      c.fail_result != "ncclRemoteError" && c.fail_result != "hang")
+    throw malformed();
+  return c;
+}
+
 const Config& config() {
   static const Config c = read_config();
   return c;

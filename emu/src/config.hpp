@@ -16,7 +16,21 @@
 //                        their accesses); 0 (default): not
 //   MNISTDP_EMU_FAILING_DEVICE  a device that fails every call touching it (cudaErrorDevicesUnavailable), as
 //                        a GPU that does not answer; for tests of what the rest of the machine then does
+// and, read afresh whenever a communicator is made (so that a test may change them between communicators),
+// NCCL's latitude with a non-blocking communicator (ncclConfig_t::blocking = 0) and a failure to plant in
+// one:
+//   MNISTDP_EMU_NCCL_POLLS  N (default 3): each call on a non-blocking communicator (its
+//   ncclCommInitRankConfig,
+//                        each ncclAllReduce, ncclCommFinalize) returns ncclInProgress and completes at the
+//                        1st to Nth next poll of ncclCommGetAsyncError, a number drawn from MNISTDP_EMU_SEED
+//                        and the call's place; 0: each completes within the call
+//   MNISTDP_EMU_NCCL_FAIL   CALL:N:RESULT: the Nth call CALL (ncclCommInitRankConfig, ncclAllReduce or
+//                        ncclCommFinalize) on each non-blocking communicator ends, when it completes, with
+//                        RESULT (ncclSystemError, ncclInternalError or ncclRemoteError) as the communicator's
+//                        asynchronous error, its collective held on its stream until ncclCommAbort; or with
+//                        RESULT `hang`: it never completes (an all-reduce: posted, and held until the abort)
 #include <cstdint>
+#include <string>
 
 namespace mnistdp::emu {
 
@@ -34,6 +48,17 @@ struct Config {
 
 // Throws std::runtime_error naming the variable when one is malformed.
 const Config& config();
+
+struct NcclConfig {
+  int max_polls = 3;
+  std::string fail_call;    // empty: nothing planted
+  int fail_nth = 0;         // 1: the first such call
+  std::string fail_result;  // "ncclRemoteError", ..., or "hang"
+};
+
+// Read from the environment at each call; throws std::runtime_error naming the variable when one is
+// malformed.
+NcclConfig nccl_config();
 
 // A well-mixed 64-bit hash of its inputs (splitmix64 steps), for the seeded orders.
 std::uint64_t mix(std::uint64_t a, std::uint64_t b);

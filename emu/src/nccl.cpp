@@ -1,15 +1,32 @@
 // NCCL over the emulated devices of this process: an all-reduce is one operation per rank, and the engine
 // runs them together once every rank's call has reached the head of its stream (engine.hpp), so that ranks
 // driven from one thread, or from several, never deadlock. The sum is taken in rank order.
+//
+// A non-blocking communicator (ncclConfig_t::blocking = 0) keeps NCCL's contract to the letter: each of its
+// calls (ncclCommInitRankConfig, ncclAllReduce, ncclCommFinalize) may return ncclInProgress, and the caller
+// must then poll ncclCommGetAsyncError until it says something else before calling NCCL on that communicator
+// again (NCCL answers ncclInvalidArgument, and so does this) or putting work on the collective's stream
+// (NCCL would order that work before the collective; this reports it as the communicator's error). An
+// all-reduce in progress is not yet on its stream: it is enqueued by the poll that completes it. How many
+// polls each call takes is drawn from the seed (MNISTDP_EMU_NCCL_POLLS), and a planted failure
+// (MNISTDP_EMU_NCCL_FAIL) arrives as the asynchronous error, its all-reduce held on the stream, as a GPU's
+// NCCL kernel waits for a peer that never answers, until ncclCommAbort ends it. ncclCommAbort is allowed at
+// any time.
 #include <nccl.h>
 
+#include <algorithm>
 #include <cstring>
+#include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "emu/src/config.hpp"
 #include "emu/src/engine.hpp"
 
 namespace {
@@ -36,6 +53,40 @@ ncclResult_t fail(ncclResult_t code, const std::string& message) {
   return code;
 }
 
+const char* result_name(ncclResult_t r) {
+  switch (r) {
+    case ncclSuccess:
+      return "ncclSuccess";
+    case ncclUnhandledCudaError:
+      return "ncclUnhandledCudaError";
+    case ncclSystemError:
+      return "ncclSystemError";
+    case ncclInternalError:
+      return "ncclInternalError";
+    case ncclInvalidArgument:
+      return "ncclInvalidArgument";
+    case ncclInvalidUsage:
+      return "ncclInvalidUsage";
+    case ncclRemoteError:
+      return "ncclRemoteError";
+    case ncclInProgress:
+      return "ncclInProgress";
+  }
+  return "an unknown result";
+}
+
+// A call of a non-blocking communicator that has returned ncclInProgress (or completed within the call).
+struct Pending {
+  std::string call;  // "ncclAllReduce #3"
+  int polls_left = 0;
+  // Run by the poll that completes the call: the communicator's state after it, or ncclInProgress while
+  // what it waits for (a finalize: the posted all-reduces) has not happened yet.
+  std::function<ncclResult_t()> finish;
+  std::optional<ncclResult_t> planted;  // the failure it ends with
+  bool hangs = false;                   // never completes
+  bool hold = false;                    // an all-reduce held on its stream until ncclCommAbort
+};
+
 }  // namespace
 
 struct ncclComm {
@@ -43,7 +94,88 @@ struct ncclComm {
   int rank = 0;
   int device = 0;
   std::uint64_t calls = 0;
+  // A non-blocking communicator's state (ncclCommInitRankConfig with blocking = 0).
+  bool nonblocking = false;
+  mnistdp::emu::NcclConfig nccl;  // read when it was made
+  std::uint64_t started = 0;      // its calls so far, which seed the number of polls each takes
+  std::map<std::string, int> counts;
+  std::optional<Pending> pending;
+  ncclResult_t async = ncclSuccess;
+  std::string async_message;
+  bool finalized = false;
+  // The latest posted all-reduce: its stream's count of completed operations and its place there.
+  std::shared_ptr<mnistdp::emu::Counter> posted;
+  std::uint64_t posted_seq = 0;
+  // The all-reduces held on their streams by a planted failure, released by ncclCommAbort.
+  std::vector<std::shared_ptr<mnistdp::emu::Counter>> held;
 };
+
+namespace {
+
+// The poll that may complete the pending call.
+void advance(ncclComm& c) {
+  Pending& p = *c.pending;
+  if (p.hangs) return;
+  if (p.polls_left > 0) {
+    --p.polls_left;
+    return;
+  }
+  const ncclResult_t r = p.finish();
+  if (r == ncclInProgress) return;
+  if (p.planted) {
+    c.async = *p.planted;
+    c.async_message = p.call + " on rank " + std::to_string(c.rank) + " ended with " +
+                      result_name(*p.planted) + " (planted by MNISTDP_EMU_NCCL_FAIL)";
+  } else if (r != ncclSuccess) {
+    c.async = r;
+    c.async_message = tls_last_error.substr(std::strlen("emulated NCCL: "));
+  }
+  c.pending.reset();
+  if (c.async != ncclSuccess) fail(c.async, c.async_message);
+}
+
+// Starts `call` on a non-blocking communicator: ncclInProgress for the drawn number of polls, then `finish`.
+ncclResult_t start(ncclComm& c, const std::string& call, std::function<ncclResult_t()> finish) {
+  const int nth = ++c.counts[call];
+  Pending p;
+  p.call = call + " #" + std::to_string(nth);
+  const std::uint64_t draw = mnistdp::emu::mix(mnistdp::emu::config().seed ^ 0x4e43434cull, c.started++);
+  p.polls_left =
+      c.nccl.max_polls == 0 ? 0 : 1 + static_cast<int>(draw % static_cast<std::uint64_t>(c.nccl.max_polls));
+  p.finish = std::move(finish);
+  if (c.nccl.fail_call == call && c.nccl.fail_nth == nth) {
+    const std::string& r = c.nccl.fail_result;
+    if (r != "hang")
+      p.planted = r == "ncclSystemError"     ? ncclSystemError
+                  : r == "ncclInternalError" ? ncclInternalError
+                                             : ncclRemoteError;
+    // A planted all-reduce is posted and held on its stream: a hung one reports nothing, a failed one its
+    // error. Any other call that hangs stays in progress.
+    p.hold = call == "ncclAllReduce";
+    p.hangs = r == "hang" && !p.hold;
+  }
+  const int polls = p.polls_left;
+  c.pending = std::move(p);
+  if (polls > 0 || c.pending->hangs) return ncclInProgress;
+  advance(c);
+  // Completed within the call, or still waiting: an error arrives through ncclCommGetAsyncError either way.
+  return c.pending ? ncclInProgress : ncclSuccess;
+}
+
+// What NCCL checks before every call on a communicator but ncclCommGetAsyncError and ncclCommAbort.
+ncclResult_t ensure_ready(const ncclComm& c, const char* call) {
+  if (c.pending)
+    return fail(
+        ncclInvalidArgument,
+        std::string(call) + " on a non-blocking communicator whose " + c.pending->call +
+            " is still in progress: poll ncclCommGetAsyncError until it is no longer ncclInProgress first");
+  if (c.async != ncclSuccess)
+    return fail(c.async, std::string(call) + " on a communicator in error (" + result_name(c.async) + ": " +
+                             c.async_message + "): only ncclCommAbort may follow");
+  return ncclSuccess;
+}
+
+}  // namespace
 
 ncclResult_t ncclGetVersion(int* version) {
   if (!version) return ncclInvalidArgument;
@@ -98,12 +230,16 @@ ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devices) {
       return fail(ncclInvalidArgument,
                   "device " + std::to_string(d) + " does not exist (" + std::to_string(count) + " emulated)");
     }
-    comms[r] = new ncclComm{clique, r, d, 0};
+    comms[r] = new ncclComm();
+    comms[r]->clique = clique;
+    comms[r]->rank = r;
+    comms[r]->device = d;
   }
   return ncclSuccess;
 }
 
-ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId, int rank, ncclConfig_t*) {
+ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId, int rank,
+                                    ncclConfig_t* config) {
   if (!comm) return fail(ncclInvalidArgument, "ncclCommInitRankConfig without a communicator to fill");
   *comm = nullptr;
   if (nranks != 1 || rank != 0)
@@ -111,29 +247,91 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId, 
                                       " processes: only a world of one process is emulated");
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess) return fail(ncclUnhandledCudaError, "no emulated device");
-  auto clique = std::make_shared<Clique>();
-  clique->ranks = 1;
-  *comm = new ncclComm{clique, 0, device, 0};
-  return ncclSuccess;
+  auto made = std::make_unique<ncclComm>();
+  made->clique = std::make_shared<Clique>();
+  made->clique->ranks = 1;
+  made->device = device;
+  made->nonblocking = config && config->blocking == 0;
+  if (!made->nonblocking) {
+    *comm = made.release();
+    return ncclSuccess;
+  }
+  try {
+    made->nccl = mnistdp::emu::nccl_config();
+  } catch (const std::runtime_error& e) {
+    return fail(ncclInvalidUsage, e.what());
+  }
+  // A non-blocking init hands out the communicator at once; it is usable once polled to ncclSuccess.
+  *comm = made.release();
+  return start(**comm, "ncclCommInitRankConfig", [] { return ncclSuccess; });
 }
 
 ncclResult_t ncclCommFinalize(ncclComm_t comm) {
-  return comm ? ncclSuccess : ncclInvalidArgument;
+  if (!comm) return fail(ncclInvalidArgument, "ncclCommFinalize without a communicator");
+  if (const ncclResult_t ready = ensure_ready(*comm, "ncclCommFinalize"); ready != ncclSuccess) return ready;
+  if (comm->finalized) return fail(ncclInvalidUsage, "ncclCommFinalize on a communicator already finalized");
+  if (!comm->nonblocking) {
+    comm->finalized = true;
+    return ncclSuccess;
+  }
+  ncclComm* c = comm;
+  // Completes once the posted all-reduces have run: a poll releases the queued work, as a query does.
+  return start(*comm, "ncclCommFinalize", [c] {
+    if (c->posted) {
+      const auto counter = c->posted;
+      const std::uint64_t seq = c->posted_seq;
+      const bool done = mnistdp::emu::Engine::get().reached(
+          [&] {
+            return mnistdp::emu::Engine::Completion{counter, seq, nullptr};
+          },
+          mnistdp::emu::Engine::HostWait::query);
+      if (!done) return ncclInProgress;
+    }
+    c->finalized = true;
+    return ncclSuccess;
+  });
 }
 
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  if (!comm) return ncclSuccess;
+  if (comm->nonblocking) {
+    if (comm->pending || comm->async != ncclSuccess)
+      return fail(ncclInvalidUsage,
+                  "ncclCommDestroy on a communicator " +
+                      (comm->pending ? "whose " + comm->pending->call + " is in progress"
+                                     : std::string("in error (") + result_name(comm->async) + ")") +
+                      ": ncclCommAbort ends it");
+    // NCCL's destroy would wait for the held all-reduce forever.
+    if (!comm->held.empty())
+      return fail(
+          ncclInvalidUsage,
+          "ncclCommDestroy on a communicator with an all-reduce that cannot complete: ncclCommAbort ends it");
+  }
   delete comm;
   return ncclSuccess;
 }
 
 ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  if (!comm) return ncclSuccess;
+  // Ends the held all-reduces, as an abort ends NCCL's kernels: their streams drain, their results undefined.
+  if (!comm->held.empty()) {
+    auto& engine = mnistdp::emu::Engine::get();
+    {
+      std::lock_guard lock(engine.mutex);
+      for (const auto& gate : comm->held)
+        gate->value = 1;
+    }
+    engine.changed.notify_all();
+  }
   delete comm;
   return ncclSuccess;
 }
 
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* state) {
-  if (!comm || !state) return ncclInvalidArgument;
-  *state = ncclSuccess;
+  if (!comm || !state)
+    return fail(ncclInvalidArgument, "ncclCommGetAsyncError without a communicator or a state");
+  if (comm->pending) advance(*comm);
+  *state = comm->pending ? ncclInProgress : comm->async;
   return ncclSuccess;
 }
 
@@ -151,6 +349,8 @@ ncclResult_t ncclGroupEnd() {
 ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, std::size_t count, ncclDataType_t datatype,
                            ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   if (!comm) return fail(ncclInvalidArgument, "ncclAllReduce without a communicator");
+  if (const ncclResult_t ready = ensure_ready(*comm, "ncclAllReduce"); ready != ncclSuccess) return ready;
+  if (comm->finalized) return fail(ncclInvalidUsage, "ncclAllReduce after ncclCommFinalize");
   if (datatype != ncclFloat || op != ncclSum)
     return fail(ncclInvalidArgument, "only the float sum all-reduce is emulated");
   if (count > 0 && (!sendbuff || !recvbuff)) return fail(ncclInvalidArgument, "a null buffer");
@@ -173,8 +373,51 @@ ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, std::size_t cou
       mnistdp::emu::device_operation_touches("ncclAllReduce", recv, count * sizeof(float), true);
       if (send != recv) std::memmove(recv, send, count * sizeof(float));
     };
-    return engine.enqueue(s, std::move(o)) == cudaSuccess ? ncclSuccess
-                                                          : fail(ncclInvalidUsage, "refused by a capture");
+    if (!comm->nonblocking)
+      return engine.enqueue(s, std::move(o)) == cudaSuccess ? ncclSuccess
+                                                            : fail(ncclInvalidUsage, "refused by a capture");
+    if (tls_group_depth > 0)
+      return fail(ncclInvalidUsage,
+                  "a non-blocking communicator's ncclAllReduce inside a group is not emulated");
+    std::uint64_t enqueued_at_call = 0;
+    {
+      std::lock_guard lock(engine.mutex);
+      enqueued_at_call = s->enqueued;
+    }
+    ncclComm* c = comm;
+    const std::string call = "ncclAllReduce #" + std::to_string(comm->counts["ncclAllReduce"] + 1);
+    return start(
+        *comm, "ncclAllReduce", [c, s, o = std::move(o), enqueued_at_call, call, recv, count]() mutable {
+          auto& eng = mnistdp::emu::Engine::get();
+          std::uint64_t enqueued_now = 0;
+          {
+            std::lock_guard lock(eng.mutex);
+            enqueued_now = s->enqueued;
+          }
+          if (enqueued_now != enqueued_at_call)
+            return fail(ncclInvalidUsage,
+                        "work was put on the stream of " + call +
+                            " while it was in progress (before ncclCommGetAsyncError "
+                            "said ncclSuccess): NCCL would have ordered it before the all-reduce");
+          if (c->pending->hold) {
+            // Held until ncclCommAbort, which leaves its result undefined: NaN here.
+            auto gate = std::make_shared<mnistdp::emu::Counter>();
+            c->held.push_back(gate);
+            o.after.push_back({gate, 1, nullptr});
+            o.run = [recv, count] {
+              mnistdp::emu::device_operation_touches("ncclAllReduce", recv, count * sizeof(float), true);
+              std::fill(recv, recv + count, std::numeric_limits<float>::quiet_NaN());
+            };
+          }
+          if (eng.enqueue(s, std::move(o)) != cudaSuccess)
+            return fail(ncclInvalidUsage, call + " refused by a capture");
+          {
+            std::lock_guard lock(eng.mutex);
+            c->posted = s->completed;
+            c->posted_seq = s->enqueued;
+          }
+          return ncclSuccess;
+        });
   }
   const std::uint64_t call = comm->calls++;
   std::shared_ptr<mnistdp::emu::Collective> collective;

@@ -1,10 +1,14 @@
 // The emulated build's checks catch what they claim (docs/emulation.md): each deliberately broken kernel or
 // host sequence of broken_kernels.cu fails, every time, and a fault names its kernel and its problem. A fault
 // is sticky, as on a GPU; each test that causes one resets the device after it.
+#include <nccl.h>
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "emu/src/sanitizer.hpp"
@@ -190,6 +194,137 @@ TEST_CASE("a copy's kind is checked against where its pointers live", "[emu]") {
   CHECK(cudaMemcpy(dev.data(), host.data(), 20, cudaMemcpyHostToDevice) == cudaErrorInvalidValue);
   CHECK_THAT(std::string(cudaGetErrorString(cudaErrorInvalidValue)), Contains("past the end"));
   static_cast<void>(cudaGetLastError());
+}
+
+// Sets an environment variable for a scope (the emulated NCCL reads its settings when a communicator is
+// made).
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    ::setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (old_)
+      ::setenv(name_, old_->c_str(), 1);
+    else
+      ::unsetenv(name_);
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+// Polls a non-blocking communicator until its call is no longer in progress; returns its state then.
+ncclResult_t poll_until_done(ncclComm_t comm) {
+  ncclResult_t state = ncclInProgress;
+  for (int polls = 0; state == ncclInProgress && polls < 1000; ++polls)
+    REQUIRE(ncclCommGetAsyncError(comm, &state) == ncclSuccess);
+  return state;
+}
+
+// The protocol of a non-blocking communicator (NCCL's "nonblocking" mode, which the multi-process
+// communicator uses), with one of two bugs planted or none: two all-reduces in place on a buffer of ones,
+// then a memset of the buffer on the same stream. Returns the buffer (a world of one leaves it as it is),
+// or the first NCCL error met as "CALL: RESULT: MESSAGE".
+enum class ProtocolBug { none, next_call_before_polling, work_on_the_stream_before_polling };
+
+std::string nonblocking_protocol(ProtocolBug bug) {
+  DeviceBuffer<float> buffer(4);
+  CUDA_CHECK(cudaMemcpy(buffer.data(), std::vector<float>(4, 1.0f).data(), 16, cudaMemcpyHostToDevice));
+  Stream s;
+  ncclUniqueId id{};
+  REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t comm = nullptr;
+  const auto error = [&](const char* call, ncclResult_t r) {
+    const std::string what = std::string(call) + ": " + ncclGetErrorString(r) + ": " + ncclGetLastError(comm);
+    static_cast<void>(ncclCommAbort(comm));  // allowed whatever the communicator's state
+    return what;
+  };
+  ncclResult_t r = ncclCommInitRankConfig(&comm, 1, id, 0, &config);
+  CHECK(r == ncclInProgress);  // MNISTDP_EMU_NCCL_POLLS > 0: every call is in progress for a poll at least
+  if (r = poll_until_done(comm); r != ncclSuccess) return error("ncclCommInitRankConfig", r);
+  for (int i = 0; i < 2; ++i) {
+    r = ncclAllReduce(buffer.data(), buffer.data(), 4, ncclFloat, ncclSum, comm, s.get());
+    if (r != ncclSuccess && r != ncclInProgress) return error("ncclAllReduce", r);
+    if (bug == ProtocolBug::work_on_the_stream_before_polling)
+      CUDA_CHECK(cudaMemsetAsync(buffer.data(), 0, 16, s.get()));
+    if (bug != ProtocolBug::next_call_before_polling)
+      if (r = poll_until_done(comm); r != ncclSuccess) return error("ncclCommGetAsyncError", r);
+  }
+  if (bug == ProtocolBug::next_call_before_polling)
+    if (r = poll_until_done(comm); r != ncclSuccess) return error("ncclCommGetAsyncError", r);
+  s.synchronize();
+  const std::vector<float> result = to_host(buffer);
+  if (r = ncclCommFinalize(comm); r != ncclSuccess && r != ncclInProgress)
+    return error("ncclCommFinalize", r);
+  if (r = poll_until_done(comm); r != ncclSuccess) return error("ncclCommFinalize", r);
+  REQUIRE(ncclCommDestroy(comm) == ncclSuccess);
+  std::string values;
+  for (float v : result)
+    values += std::to_string(v) + " ";
+  return values;
+}
+
+TEST_CASE("a non-blocking NCCL call used before it is polled to completion is reported, naming the call",
+          "[emu][nccl]") {
+  const ScopedEnv polls("MNISTDP_EMU_NCCL_POLLS", "3");
+  CHECK(nonblocking_protocol(ProtocolBug::none) == "1.000000 1.000000 1.000000 1.000000 ");
+  // NCCL answers the next call on the communicator with ncclInvalidArgument.
+  const std::string next = nonblocking_protocol(ProtocolBug::next_call_before_polling);
+  CHECK_THAT(next, Contains("ncclAllReduce: invalid argument: emulated NCCL: ncclAllReduce on a non-blocking "
+                            "communicator whose ncclAllReduce #1 is still in progress"));
+  // Work put on the stream before the all-reduce is (NCCL would run it first): the communicator's error.
+  const std::string work = nonblocking_protocol(ProtocolBug::work_on_the_stream_before_polling);
+  CHECK_THAT(work,
+             Contains("ncclCommGetAsyncError: invalid usage: emulated NCCL: work was put on the stream of "
+                      "ncclAllReduce #1 while it was in progress"));
+}
+
+TEST_CASE("a failure planted in the emulated NCCL arrives through ncclCommGetAsyncError", "[emu][nccl]") {
+  for (const char* polls : {"0", "2"}) {
+    CAPTURE(polls);
+    const ScopedEnv p("MNISTDP_EMU_NCCL_POLLS", polls);
+    const ScopedEnv fail("MNISTDP_EMU_NCCL_FAIL", "ncclAllReduce:2:ncclRemoteError");
+    ncclUniqueId id{};
+    REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclComm_t comm = nullptr;
+    const ncclResult_t init = ncclCommInitRankConfig(&comm, 1, id, 0, &config);
+    REQUIRE((init == ncclSuccess || init == ncclInProgress));
+    REQUIRE(poll_until_done(comm) == ncclSuccess);
+    DeviceBuffer<float> buffer(4);
+    Stream s;
+    CUDA_CHECK(cudaMemsetAsync(buffer.data(), 0, 16, s.get()));
+    const auto all_reduce = [&] {
+      return ncclAllReduce(buffer.data(), buffer.data(), 4, ncclFloat, ncclSum, comm, s.get());
+    };
+    const ncclResult_t first = all_reduce();
+    CHECK(first == (polls[0] == '0' ? ncclSuccess : ncclInProgress));
+    CHECK(poll_until_done(comm) == ncclSuccess);
+    // The call itself succeeds; its failure is the communicator's state once it completes.
+    const ncclResult_t second = all_reduce();
+    CHECK(second == (polls[0] == '0' ? ncclSuccess : ncclInProgress));
+    CHECK(poll_until_done(comm) == ncclRemoteError);
+    CHECK_THAT(std::string(ncclGetLastError(comm)),
+               Contains("ncclAllReduce #2 on rank 0 ended with ncclRemoteError"));
+    // The failed all-reduce is held on its stream, as NCCL's kernel waits for its peer ...
+    CHECK(cudaStreamQuery(s.get()) == cudaErrorNotReady);
+    // ... every call but the abort is refused with the error ...
+    CHECK(all_reduce() == ncclRemoteError);
+    CHECK(ncclCommFinalize(comm) == ncclRemoteError);
+    CHECK(ncclCommDestroy(comm) == ncclInvalidUsage);
+    // ... and the abort ends it: the stream drains.
+    CHECK(ncclCommAbort(comm) == ncclSuccess);
+    s.synchronize();
+    static_cast<void>(cudaGetLastError());
+  }
 }
 
 }  // namespace

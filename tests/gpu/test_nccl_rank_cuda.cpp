@@ -7,7 +7,9 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,16 +57,17 @@ struct Run {
 
 // 20 steps over two epochs of 9 full batches and a short one, momentum 0.9, through the given communicator
 // (null: none, the one-replica reference).
-Run train(const DataSplits& data, bool through_rank_communicator) {
+Run train(const DataSplits& data, bool through_rank_communicator,
+          std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
   std::vector<std::unique_ptr<Replica>> replicas;
   replicas.push_back(make_cuda_replica(data, 0, {GemmImpl::blocked}));
   std::vector<float> init(L::kCount);
   init_parameters(init, 7);
   replicas[0]->load_parameters(init);
   SoloProcessGroup group;
-  std::unique_ptr<Communicator> communicator =
-      through_rank_communicator ? make_nccl_rank_communicator(*replicas[0], group, std::chrono::seconds(60))
-                                : make_host_communicator();
+  std::unique_ptr<Communicator> communicator = through_rank_communicator
+                                                   ? make_nccl_rank_communicator(*replicas[0], group, timeout)
+                                                   : make_host_communicator();
   if (through_rank_communicator) {
     CHECK(group.broadcasts == 1);  // the unique id
     CHECK(communicator->description().find("rank 0 of 1") != std::string::npos);
@@ -111,3 +114,110 @@ TEST_CASE("the multi-process NCCL communicator refuses what it cannot serve", "[
   CHECK_THROWS_AS(communicator->all_reduce_gradients(two), std::logic_error);
   communicator->await_completion();  // nothing issued: returns at once
 }
+
+#ifdef MNISTDP_CUDA_EMULATED
+namespace {
+
+// Sets an environment variable for a scope: the emulated NCCL reads MNISTDP_EMU_NCCL_POLLS and
+// MNISTDP_EMU_NCCL_FAIL when a communicator is made (docs/emulation.md).
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    ::setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (old_)
+      ::setenv(name_, old_->c_str(), 1);
+    else
+      ::unsetenv(name_);
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+}  // namespace
+
+// The emulated NCCL keeps each call of the communicator's non-blocking mode in progress for a seeded number
+// of polls, and posts an all-reduce on its stream only at the poll that completes it: the polling protocol
+// runs, and what it orders shows in the bits.
+TEST_CASE(
+    "the multi-process NCCL communicator polled through ncclInProgress gives the bits of calls done at once",
+    "[gpu][nccl]") {
+  const DataSplits data = testing::synthetic_splits(9 * 64 + 13, 10, 31);
+  Run at_once;
+  {
+    const ScopedEnv polls("MNISTDP_EMU_NCCL_POLLS", "0");
+    at_once = train(data, true);
+  }
+  Run polled;
+  {
+    const ScopedEnv polls("MNISTDP_EMU_NCCL_POLLS", "7");
+    polled = train(data, true);
+  }
+  REQUIRE(at_once.losses.size() == 20);
+  CHECK(bitwise_equal(polled.losses, at_once.losses));
+  CHECK(bitwise_equal(polled.params, at_once.params));
+}
+
+// A failure planted in the emulated NCCL (an all-reduce's or the init's, an error or a hang) is reported by
+// the communicator with NCCL's error and the rank, through its polling or its timeout, and the run ends: the
+// communicator aborted, the held all-reduce ended, the stream drained.
+TEST_CASE("the multi-process NCCL communicator reports a failure of NCCL's and ends cleanly", "[gpu][nccl]") {
+  const DataSplits data = testing::synthetic_splits(3 * 64, 10, 31);
+  struct Case {
+    const char* polls;
+    const char* fail;
+    std::vector<std::string> message;
+    std::chrono::milliseconds timeout = std::chrono::seconds(60);
+  };
+  const std::vector<Case> cases{
+      // Polled in all_reduce_gradients' wait for the call.
+      {"3",
+       "ncclAllReduce:2:ncclRemoteError",
+       {"rank 0 of 1", "ncclAllReduce failed", "remote process exited or there was a network error",
+        "ncclAllReduce #2 on rank 0 ended with ncclRemoteError"}},
+      // Completed within the call: the error arrives while await_completion polls.
+      {"0",
+       "ncclAllReduce:3:ncclSystemError",
+       {"rank 0 of 1", "asynchronous error", "unhandled system error",
+        "ncclAllReduce #3 on rank 0 ended with ncclSystemError"}},
+      {"2",
+       "ncclCommInitRankConfig:1:ncclInternalError",
+       {"rank 0 of 1", "ncclCommInitRankConfig (every rank must reach it) failed", "internal error"}},
+      // A peer that never answers: the timeouts.
+      {"1",
+       "ncclAllReduce:1:hang",
+       {"rank 0 of 1", "the all-reduce did not finish within 0.2 s"},
+       std::chrono::milliseconds(200)},
+      {"1",
+       "ncclCommInitRankConfig:1:hang",
+       {"rank 0 of 1", "ncclCommInitRankConfig", "did not complete within 0.2 s"},
+       std::chrono::milliseconds(200)},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.fail, c.polls);
+    const ScopedEnv polls("MNISTDP_EMU_NCCL_POLLS", c.polls);
+    const ScopedEnv fail("MNISTDP_EMU_NCCL_FAIL", c.fail);
+    std::string message;
+    try {
+      static_cast<void>(train(data, true, c.timeout));
+    } catch (const CudaError& e) {
+      message = e.what();
+    }
+    CAPTURE(message);
+    for (const std::string& part : c.message)
+      CHECK_THAT(message, Catch::Matchers::Contains(part));
+    // Nothing of the failed run is left on the device.
+    CHECK(cudaDeviceSynchronize() == cudaSuccess);
+  }
+  // A finalize that fails: the destructor aborts instead of destroying, and the run itself stands.
+  const ScopedEnv fail("MNISTDP_EMU_NCCL_FAIL", "ncclCommFinalize:1:ncclRemoteError");
+  const Run run = train(data, true);
+  CHECK(run.losses.size() == 6);
+}
+#endif
