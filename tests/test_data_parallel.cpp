@@ -15,6 +15,7 @@
 #include "host/training/shard.hpp"
 #include "host/training/trainer.hpp"
 #include "tests/forwarding_replica.hpp"
+#include "tests/loss_recorder.hpp"
 #include "tests/synthetic_data.hpp"
 
 using namespace mnistdp;
@@ -40,11 +41,7 @@ class ShardMeanReplica final : public testing::ForwardingReplica {
   int replicas_;
 };
 
-class LossRecorder final : public TrainListener {
- public:
-  void on_step_loss(const StepLoss& s) override { losses.push_back(s.loss); }
-  std::vector<float> losses;
-};
+using testing::LossRecorder;
 
 struct RunResult {
   std::vector<std::vector<float>> params;  // [replica][kCount]

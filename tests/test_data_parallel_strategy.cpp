@@ -18,6 +18,7 @@
 #include "host/model/params.hpp"
 #include "host/training/data_parallel.hpp"
 #include "host/training/trainer.hpp"
+#include "tests/loss_recorder.hpp"
 #include "tests/synthetic_data.hpp"
 
 using namespace mnistdp;
@@ -31,11 +32,7 @@ using L = ParamLayout;
 constexpr int kTrainRows = 581;
 constexpr long kSteps = 100;
 
-class LossRecorder final : public TrainListener {
- public:
-  void on_step_loss(const StepLoss& s) override { losses.push_back(s.loss); }
-  std::vector<float> losses;
-};
+using testing::LossRecorder;
 
 struct Run {
   std::vector<float> params;

@@ -17,17 +17,14 @@
 #include "host/training/trainer.hpp"
 #include "mnist_io/dataset.hpp"
 #include "tests/forwarding_replica.hpp"
+#include "tests/loss_recorder.hpp"
 #include "tests/synthetic_data.hpp"
 
 using namespace mnistdp;
 
 namespace {
 
-class LossRecorder final : public TrainListener {
- public:
-  void on_step_loss(const StepLoss& s) override { losses.push_back(s.loss); }
-  std::vector<float> losses;
-};
+using testing::LossRecorder;
 
 std::vector<EpochReport> train_cpu(const DataSplits& data, const TrainConfig& config, LossRecorder& recorder,
                                    std::vector<float>* final_params = nullptr) {

@@ -50,6 +50,12 @@ bench epoch-cublas 20 "$BUILD_DIR/mnist-dp-bench" --epoch --epoch-gemm cublas --
   "${epoch_length[@]}" "${check[@]}" --json "$WORK/epoch-cublas.json"
 bench epoch-cublas-tf32 20 "$BUILD_DIR/mnist-dp-bench" --epoch --epoch-gemm cublas --epoch-tf32 \
   --epoch-variants plain,graphs "${epoch_length[@]}" "${check[@]}" --json "$WORK/epoch-cublas-tf32.json"
+# The two strategies (--strategy allreduce and dataparallel) with 1 and 2 replicas on the GPU: their raw
+# results come back in the logs (bench/make_record.py strategies turns them into a record). Timed on a GPU only.
+if [ "$MODE" = gpu ]; then
+  bench strategies 25 bench/strategies.sh "$WORK/strategies" --build "$BUILD_DIR" --data "$DATA" --device cuda \
+    --replicas "1 2" --rounds 2 --steps 300 --record none
+fi
 what="benchmarks"
 [ "$MODE" = emulated ] && what="benchmarks, checked on emulated devices and not timed"
 echo "$what: $steps_done done, $steps_failed failed, $steps_skipped skipped for time" >>"$WORK/summary.txt"

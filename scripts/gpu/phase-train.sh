@@ -16,7 +16,7 @@ if [ "$MODE" = emulated ]; then
   per_run=60
 else
   length=(--epochs "$EPOCHS" --log-interval 100)
-  per_run=$(((LIMIT - 10) / 6))
+  per_run=$(((LIMIT - 10) / 6))  # the slow paths take most of it; the others a few seconds
 fi
 # NAME and its options; the NAMEs are session_report.py's keys.
 runs=(
@@ -30,6 +30,8 @@ runs=(
   "fast-path|--device cuda --pdl --gemm slab --steps-per-graph 64"
   "cublas|--device cuda --gemm cublas"
   "tf32|--device cuda --gemm cublas --tf32"
+  "replicas-2|--device cuda --replicas 2 --devices 0"
+  "dataparallel-2|--device cuda --replicas 2 --devices 0 --strategy dataparallel"
   "cpu|--device cpu"
 )
 : >"$WORK/runs.tsv"

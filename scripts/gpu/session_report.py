@@ -22,6 +22,10 @@ import targets_report  # noqa: E402  (the fast path's targets, and the rule for 
 # The training paths which promise the plain path's bits (README.md, "Options"): their loss lines must be equal.
 SAME_BITS_AS_PLAIN = ["cuda-graphs", "fused-head", "fused-step", "pdl", "steps-per-graph-64", "persistent-64",
                       "fast-path"]
+# Paths that promise another path's parameters (the checkpoints, byte for byte), not its loss lines:
+# --strategy dataparallel adds the whole batch's loss at once where the all-reduce adds the shards'
+# (docs/how-dataparallel-works.md), and the two add the replicas' gradients in the same order on one GPU.
+SAME_PARAMETERS_AS = {"dataparallel-2": "replicas-2"}
 PHASES = ["build", "tests", "train", "sanitizer", "bench", "pytorch"]
 
 
@@ -90,6 +94,12 @@ def train_runs(folder, emulated):
         r["same_bits_as_plain"] = bool(plain["_digest"]) and r["_digest"] == plain["_digest"] and \
             bool(plain["_losses"]) and r["_losses"] == plain["_losses"] and \
             r.get("test_accuracy") == plain.get("test_accuracy")
+    for name, other in SAME_PARAMETERS_AS.items():
+        r, ref = by_name.get(name), by_name.get(other)
+        if r is None or ref is None:
+            continue
+        r["same_parameters_as"] = other
+        r["same_bits_as_plain"] = bool(ref["_digest"]) and r["_digest"] == ref["_digest"]
     cpu = by_name.get("cpu")
     for r in runs:
         if cpu is not None and r is not cpu and "test_accuracy" in r and "test_accuracy" in cpu:
@@ -111,6 +121,8 @@ def train_table(runs, emulated):
         acc = f"{r['test_accuracy'] * 100:.2f}%" if "test_accuracy" in r else "-"
         vs = f"{r['accuracy_minus_cpu_points']:+.2f}" if "accuracy_minus_cpu_points" in r else "-"
         bits = {True: "equal", False: "DIFFER"}.get(r.get("same_bits_as_plain"), "")
+        if bits and "same_parameters_as" in r:
+            bits += f" ({r['same_parameters_as']}'s parameters)"
         lines.append(f"| {r['name']} | `{r['options']}` | {r['exit']} | {r['steps']} | {us} | {acc} | {vs} | {bits} |")
     ran = [r for r in runs if r["exit"] == 0 and r["epochs"]]
     differ = [r["name"] for r in runs if r.get("same_bits_as_plain") is False]
@@ -124,6 +136,8 @@ def train_table(runs, emulated):
         summary += f"; DIFFER from the plain path's parameters or losses: {', '.join(differ)}"
     elif checked:
         summary += f"; {len(checked)} paths end with the plain path's parameters and losses, to the bit"
+        if any("same_parameters_as" in r for r in checked):
+            summary += " (dataparallel-2 with replicas-2's parameters)"
     return lines, summary, not differ and len(ran) == len(runs)
 
 

@@ -20,6 +20,7 @@
 #include "host/training/trace.hpp"
 #include "host/training/trainer.hpp"
 #include "tests/gpu/gpu_test_util.hpp"
+#include "tests/loss_recorder.hpp"
 #include "tests/synthetic_data.hpp"
 
 using namespace mnistdp;
@@ -32,11 +33,7 @@ using L = ParamLayout;
 constexpr int kTrainRows = 581;  // 9 batches of 64 and one of 5: a fourth replica gets no rows there
 constexpr long kSteps = kUnderSanitizer ? 12 : 100;
 
-class LossRecorder final : public TrainListener {
- public:
-  void on_step_loss(const StepLoss& s) override { losses.push_back(s.loss); }
-  std::vector<float> losses;
-};
+using testing::LossRecorder;
 
 struct Run {
   std::vector<float> params;

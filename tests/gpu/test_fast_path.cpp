@@ -32,6 +32,7 @@
 #include "host/training/trainer.hpp"
 #include "kernels/cuda/fused/persistent_step.hpp"
 #include "tests/gpu/gpu_test_util.hpp"
+#include "tests/loss_recorder.hpp"
 #include "tests/synthetic_data.hpp"
 
 using namespace mnistdp;
@@ -53,14 +54,7 @@ constexpr int kTrainRows = kFullBatches * kBatch + 40;
 
 enum class Reduce { host, nccl, same_device };
 
-// Records every logged loss and counts the steps.
-class LossRecorder final : public TrainListener {
- public:
-  void on_step_loss(const StepLoss& s) override { losses.push_back(s.loss); }
-  void on_step(int, int, int) override { ++steps; }
-  std::vector<float> losses;
-  long steps = 0;
-};
+using testing::LossRecorder;
 
 struct Run {
   std::vector<std::vector<float>> params;    // [replicas][kCount]

@@ -49,20 +49,21 @@ done
 tail -n 3 "$tmp/session.log" | grep -q "bench/gpu_record.py" && ok "the summary is printed last" ||
   fail "the output does not end with the summary"
 
-# --- The figures: every training path ran; the seven that promise the plain path's bits have them. ---
+# --- The figures: every training path ran; the seven that promise the plain path's bits have them, and
+# --strategy dataparallel the all-reduce's parameters. ---
 python3 - "$out/session.json" <<'PY' || fail "session.json's figures (above)"
 import json, sys
 s = json.load(open(sys.argv[1]))
 train = s["figures"]["train"]
 assert s["emulated"] and s["mode"] == "emulated", "not marked emulated"
-assert len(train) == 11 and all(r["exit"] == 0 and r["steps"] == 24 for r in train), "a training path did not run"
+assert len(train) == 13 and all(r["exit"] == 0 and r["steps"] == 24 for r in train), "a training path did not run"
 same = [r["name"] for r in train if r.get("same_bits_as_plain") is True]
-assert len(same) == 7, f"paths with the plain path's bits: {same}"
+assert len(same) == 8 and "dataparallel-2" in same, f"paths with the bits they promise: {same}"
 assert all("step_us" not in r for r in train), "an emulated time was kept"
 bench = s["figures"]["bench"]
 assert bench.get("kernels_b64") and all(v["check"] == "ok" for v in bench["kernels_b64"].values()), bench.keys()
 assert all("hot_us" not in v for v in bench["kernels_b64"].values()), "an emulated kernel time was kept"
-print("ok: session.json: 11 paths ran, 7 with the plain path's bits, the kernels checked, no time kept")
+print("ok: session.json: 13 paths ran, 8 with the bits they promise, the kernels checked, no time kept")
 PY
 
 # --- A planted difference: one path's parameters changed, and the training table says DIFFER. ---
