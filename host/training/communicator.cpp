@@ -6,17 +6,16 @@
 
 namespace mnistdp {
 
-namespace {
-
-// Replica 0's buffer becomes the sum of every replica's, added in replica order.
-void sum_into_first(std::span<Replica* const> replicas) {
+void sum_into_first(std::span<Replica* const> replicas, std::size_t count) {
   float* sum = replicas[0]->gradient_buffer();
   for (std::size_t r = 1; r < replicas.size(); ++r) {
     const float* part = replicas[r]->gradient_buffer();
-    for (std::size_t i = 0; i < ParamLayout::kGradCount; ++i)
+    for (std::size_t i = 0; i < count; ++i)
       sum[i] += part[i];
   }
 }
+
+namespace {
 
 void copy_first_to_others(std::span<Replica* const> replicas) {
   const float* sum = replicas[0]->gradient_buffer();
@@ -30,7 +29,7 @@ class HostCommunicator final : public Communicator {
 
   void all_reduce_gradients(std::span<Replica* const> replicas) override {
     if (replicas.size() < 2) return;
-    sum_into_first(replicas);
+    sum_into_first(replicas, ParamLayout::kGradCount);
     copy_first_to_others(replicas);
   }
 };
@@ -45,7 +44,7 @@ class ProcessGroupCommunicator final : public Communicator {
 
   void all_reduce_gradients(std::span<Replica* const> replicas) override {
     if (replicas.empty()) return;
-    sum_into_first(replicas);
+    sum_into_first(replicas, ParamLayout::kGradCount);
     group_.all_reduce_sum(std::span(replicas[0]->gradient_buffer(), ParamLayout::kGradCount));
     copy_first_to_others(replicas);
   }

@@ -1,6 +1,7 @@
 #pragma once
 // The all-reduce that turns each replica's partial gradient into the global batch's gradient. One call per
 // step, on the whole flat gradient buffer (the loss sum included), never one per tensor.
+#include <cstddef>
 #include <memory>
 #include <span>
 #include <string>
@@ -22,6 +23,11 @@ class Communicator {
   // lost peer hang the device forever.
   virtual void await_completion() {}
 };
+
+// Replica 0's gradient buffer (host memory) becomes the sum of every replica's over its first `count` floats,
+// added in replica order: ((b0 + b1) + b2) + ... The host sum of both strategies (host/training/
+// data_parallel.hpp).
+void sum_into_first(std::span<Replica* const> replicas, std::size_t count);
 
 // For CPU replicas in one process: the sum is taken in replica order, so it is deterministic and every
 // replica receives bit-identical values.

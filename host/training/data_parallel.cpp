@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "host/model/params.hpp"
+#include "host/training/communicator.hpp"
 
 namespace mnistdp {
 
@@ -90,13 +91,8 @@ class HostDataParallelLinks final : public DataParallelLinks {
 
   void reduce_gradients() override {
     mark(LinkMark::reduce);
-    // The host communicator's loop, over the parameters' slots: the same sums, in the same order.
-    float* sum = replicas_[0]->gradient_buffer();
-    for (std::size_t r = 1; r < replicas_.size(); ++r) {
-      const float* part = replicas_[r]->gradient_buffer();
-      for (std::size_t i = 0; i < ParamLayout::kCount; ++i)
-        sum[i] += part[i];
-    }
+    // The host communicator's sum over the parameters' slots (replica 0's loss slot is the batch's loss).
+    sum_into_first(replicas_, ParamLayout::kCount);
     mark(LinkMark::reduce_end);
     if (trace_remaining_ > 0) --trace_remaining_;
   }

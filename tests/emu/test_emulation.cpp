@@ -15,6 +15,7 @@
 #include "kernels/cuda/runtime/memory.hpp"
 #include "tests/emu/broken_kernels.hpp"
 #include "tests/gpu/gpu_test_util.hpp"
+#include "tests/scoped_env.hpp"
 
 namespace mnistdp {
 namespace {
@@ -196,27 +197,7 @@ TEST_CASE("a copy's kind is checked against where its pointers live", "[emu]") {
   static_cast<void>(cudaGetLastError());
 }
 
-// Sets an environment variable for a scope (the emulated NCCL reads its settings when a communicator is
-// made).
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    ::setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (old_)
-      ::setenv(name_, old_->c_str(), 1);
-    else
-      ::unsetenv(name_);
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
+using testing::ScopedEnv;
 
 // Polls a non-blocking communicator until its call is no longer in progress; returns its state then.
 ncclResult_t poll_until_done(ncclComm_t comm) {

@@ -21,6 +21,7 @@
 #include "host/training/communicator.hpp"
 #include "host/training/trainer.hpp"
 #include "tests/gpu/gpu_test_util.hpp"
+#include "tests/scoped_env.hpp"
 #include "tests/synthetic_data.hpp"
 
 using namespace mnistdp;
@@ -118,27 +119,7 @@ TEST_CASE("the multi-process NCCL communicator refuses what it cannot serve", "[
 #ifdef MNISTDP_CUDA_EMULATED
 namespace {
 
-// Sets an environment variable for a scope: the emulated NCCL reads MNISTDP_EMU_NCCL_POLLS and
-// MNISTDP_EMU_NCCL_FAIL when a communicator is made (docs/emulation.md).
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    ::setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (old_)
-      ::setenv(name_, old_->c_str(), 1);
-    else
-      ::unsetenv(name_);
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
+using testing::ScopedEnv;
 
 }  // namespace
 
