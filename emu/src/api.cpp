@@ -16,12 +16,11 @@ cudaError_t take_last_error(bool reset);
 
 using mnistdp::emu::Dependency;
 using mnistdp::emu::Engine;
+using mnistdp::emu::kDeviceMemory;
 using mnistdp::emu::Op;
 using mnistdp::emu::record;
 
 namespace {
-
-constexpr std::size_t kDeviceMemory = 16ull << 30;  // what each emulated device reports as its memory
 
 double now_ms() {
   using namespace std::chrono;
@@ -533,6 +532,7 @@ cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* user_
   if (const cudaError_t f = engine().device_fault(s->device); f != cudaSuccess) return record(f);
   Op op;
   op.what = "a host function";
+  op.host_function = true;
   op.run = [fn, user_data] { fn(user_data); };
   if (const cudaError_t e = engine().enqueue(s, std::move(op)); e != cudaSuccess) return record(e);
   return cudaSuccess;
@@ -735,6 +735,7 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
     Op op;
     op.what = node.what;
     op.run = node.run;
+    op.host_function = node.host_function;
     if (const cudaError_t e = engine().enqueue(s, std::move(op)); e != cudaSuccess) return record(e);
   }
   return cudaSuccess;

@@ -6,6 +6,7 @@
 #include <optional>
 #include <utility>
 
+#include "emu/src/arena.hpp"
 #include "emu/src/config.hpp"
 #include "emu/src/operation_races.hpp"
 
@@ -127,7 +128,7 @@ cudaError_t Engine::enqueue(CUstream_st* stream, Op op) {
       return cudaErrorStreamCaptureUnsupported;
     }
     if (op.collective) op.run = op.collective->run;
-    stream->capture->nodes.push_back(GraphNode{op.what, op.run});
+    stream->capture->nodes.push_back(GraphNode{op.what, op.run, op.host_function});
     return cudaSuccess;
   }
   op.id = ++next_id_;
@@ -230,9 +231,9 @@ void Engine::run() {
   // The race checks see the emulated threads' and the operations' accesses, not the engine's bookkeeping.
   const race::IgnoreAccesses bookkeeping;
   std::unique_lock lock(mutex);
-  while (true) {
-    // The candidates: each stream's head, when released and free of unmet dependencies; a collective's
-    // head only when every rank's call is a ready head too.
+  // The candidates: each stream's head, when released and free of unmet dependencies; a collective's head
+  // only when every rank's call is a ready head too.
+  auto ready_heads = [this] {
     std::vector<CUstream_st*> candidates;
     for (Device& d : devices) {
       for (CUstream_st* s : d.streams) {
@@ -251,7 +252,15 @@ void Engine::run() {
         candidates.push_back(s);
       }
     }
+    return candidates;
+  };
+  // Device memory is open to the host's threads while the engine runs the devices' operations, and closed
+  // again before a host thread that waited for them can go on (arena.hpp).
+  std::optional<arena::Access> device_memory_open;
+  while (true) {
+    const std::vector<CUstream_st*> candidates = ready_heads();
     if (candidates.empty()) {
+      device_memory_open.reset();
       if (stopping_) return;
       changed.wait(lock);
       continue;
@@ -326,6 +335,11 @@ void Engine::run() {
       std::optional<Fault> fault;
       {
         race::Operation identity(after);
+        // A host function runs as host code: device memory is not its to touch.
+        if (op.host_function)
+          device_memory_open.reset();
+        else if (!device_memory_open)
+          device_memory_open.emplace();
         try {
           if (op.collective)
             op.collective->run();
@@ -358,6 +372,7 @@ void Engine::run() {
       complete(s, seq);
     chain.clear();
     taken.clear();
+    if (ready_heads().empty()) device_memory_open.reset();
     changed.notify_all();
   }
 }

@@ -72,6 +72,7 @@ struct Op {
   std::vector<Dependency> after;               // besides the stream's order
   std::shared_ptr<Collective> collective;      // an NCCL call: runs with its peers' calls, all at their heads
   std::shared_ptr<const KernelLaunch> kernel;  // a kernel launch: what `run` runs
+  bool host_function = false;                  // cudaLaunchHostFunc's: runs as host code
   std::uint64_t id = 0;                        // global enqueue order
   std::uint64_t seq = 0;                       // position in its stream
   int device = 0;
@@ -95,6 +96,7 @@ struct Collective {
 struct GraphNode {
   std::string what;
   std::function<void()> run;
+  bool host_function = false;  // Op::host_function
 };
 
 }  // namespace mnistdp::emu

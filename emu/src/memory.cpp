@@ -8,6 +8,7 @@
 #include <map>
 #include <mutex>
 
+#include "emu/src/arena.hpp"
 #include "emu/src/engine.hpp"
 #include "emu/src/operation_races.hpp"
 #include "emu/src/sanitizer.hpp"
@@ -15,11 +16,12 @@
 namespace mnistdp::emu {
 namespace {
 
-// Under AddressSanitizer the allocation is exact and ASan guards it; otherwise a guard zone follows it.
-constexpr std::size_t kGuardBytes = sanitizer::kAddress ? 0 : 256;
+// The guard zone after each device allocation: poisoned for AddressSanitizer in its build, filled with a
+// pattern checked after every kernel in the others.
+constexpr std::size_t kGuardBytes = 256;
+constexpr bool kGuardPattern = !sanitizer::kAddress;
 constexpr unsigned char kGuardByte = 0xA5;
 constexpr unsigned char kPoisonByte = 0xFF;  // every float and double of 0xFF bytes is a NaN
-constexpr std::size_t kAlignment = 256;      // cudaMalloc's guarantee
 
 struct Registry {
   std::mutex mutex;
@@ -63,7 +65,8 @@ std::vector<Allocation> live_allocations() {
 }
 
 void check_guard_zones(int device, const std::string& kernel) {
-  if (kGuardBytes == 0) return;
+  if (!kGuardPattern) return;
+  const arena::Access access;
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
   for (const auto& [base, a] : r.live) {
@@ -93,12 +96,20 @@ cudaError_t cudaMalloc(void** ptr, std::size_t bytes) {
   if (e.unsafe_during_capture()) return record(cudaErrorStreamCaptureUnsupported);
   const int device = e.current_device();
   if (const cudaError_t f = e.device_fault(device); f != cudaSuccess) return record(f);
-  void* p = nullptr;
-  const std::size_t total = std::max<std::size_t>(bytes, 1) + mnistdp::emu::kGuardBytes;
-  if (posix_memalign(&p, mnistdp::emu::kAlignment, total) != 0) return record(cudaErrorMemoryAllocation);
-  auto* base = static_cast<std::byte*>(p);
-  std::memset(base, mnistdp::emu::kPoisonByte, bytes);
-  std::memset(base + bytes, mnistdp::emu::kGuardByte, total - bytes);
+  {
+    // More than the device's free memory fails, as on a GPU.
+    std::lock_guard lock(e.mutex);
+    if (bytes > mnistdp::emu::kDeviceMemory - e.devices[static_cast<std::size_t>(device)].allocated)
+      return record(cudaErrorMemoryAllocation);
+  }
+  std::byte* base = mnistdp::emu::arena::allocate(bytes, mnistdp::emu::kGuardBytes);
+  if (!base) return record(cudaErrorMemoryAllocation);
+  {
+    const mnistdp::emu::arena::Access access;
+    std::memset(base, mnistdp::emu::kPoisonByte, bytes);
+    if (mnistdp::emu::kGuardPattern) std::memset(base + bytes, mnistdp::emu::kGuardByte, mnistdp::emu::kGuardBytes);
+  }
+  void* p = base;
   {
     auto& r = registry();
     std::lock_guard lock(r.mutex);
@@ -142,11 +153,15 @@ cudaError_t release(void* ptr, bool pinned) {
     r.live.erase(static_cast<std::byte*>(ptr));
   }
   mnistdp::emu::operation_races::forget(ptr);
-  if (!pinned) {
-    std::lock_guard lock(e.mutex);
-    e.devices[static_cast<std::size_t>(a.device)].allocated -= a.bytes;
+  if (pinned) {
+    std::free(ptr);
+  } else {
+    {
+      std::lock_guard lock(e.mutex);
+      e.devices[static_cast<std::size_t>(a.device)].allocated -= a.bytes;
+    }
+    mnistdp::emu::arena::release(a.base, a.bytes, mnistdp::emu::kGuardBytes);
   }
-  std::free(ptr);
   return cudaSuccess;
 }
 

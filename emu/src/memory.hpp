@@ -1,15 +1,19 @@
 #pragma once
-// Device and pinned host memory of the emulated devices. A device allocation is an exact-size heap block
-// (so that AddressSanitizer, in a sanitised build, reports a kernel's access past its end), filled with a
-// NaN pattern (so that a read of memory nobody wrote shows in the results), and followed, in an
-// unsanitised build, by a guard zone that is checked after every kernel (so that a store past the end is
-// reported with the kernel's name).
+// Device and pinned host memory of the emulated devices. A device allocation lies in device memory's own
+// address range (arena.hpp), closed to host code outside the devices' operations; it is filled with a NaN
+// pattern (so that a read of memory nobody wrote shows in the results) and followed by a guard zone:
+// poisoned for AddressSanitizer in its build (so that it reports a kernel's access past the end), and
+// elsewhere filled with a pattern that is checked after every kernel (so that a store past the end is
+// reported with the kernel's name). Pinned host memory is the host's heap.
 #include <cstddef>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace mnistdp::emu {
+
+// What each emulated device reports as its memory, and the most it allocates.
+constexpr std::size_t kDeviceMemory = std::size_t{16} << 30;
 
 struct Allocation {
   std::byte* base = nullptr;

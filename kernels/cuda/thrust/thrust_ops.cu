@@ -10,7 +10,8 @@
 // the same algorithms run on Thrust's host system (kernels/cuda/thrust/host_system.cpp), queued on the stream
 // as a host function: they run when the stream reaches them, after the kernels queued before and before those
 // after, as on a GPU. A reduction waits for the stream first, as par does. Their temporaries come from the
-// same ThrustScratch, when the stream reaches them rather than at the call.
+// same ThrustScratch, when the stream reaches them rather than at the call. Being device work, they open
+// device memory to the host's threads while they run (emu::DeviceWork), as no other host code may.
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -25,6 +26,7 @@
 #include "kernels/cuda/thrust/scratch.hpp"
 
 #if defined(MNISTDP_CUDA_EMULATED)
+#include "emu/device_work.hpp"
 #include "kernels/cuda/thrust/host_system.hpp"
 #else
 #include <thrust/system/cuda/execution_policy.h>
@@ -57,6 +59,7 @@ void queue_on(cudaStream_t stream, Work work) {
       stream,
       [](void* w) {
         try {
+          const emu::DeviceWork device_work;
           std::unique_ptr<Work>(static_cast<Work*>(w))->operator()();
         } catch (const std::exception& e) {
           std::fprintf(stderr, "emulated Thrust, queued on a stream: %s\n", e.what());
@@ -117,6 +120,7 @@ long long count_marked(const std::uint8_t* marks, int count, ThrustScratch& scra
 #if defined(MNISTDP_CUDA_EMULATED)
   CUDA_CHECK(cudaStreamSynchronize(stream));
   ScratchTemporaries temporaries(scratch);
+  const emu::DeviceWork device_work;
   return count == 0 ? 0 : thrust_host::count_marked(temporaries, marks, count);
 #else
   if (count == 0) {
@@ -132,6 +136,7 @@ double sum_in_double(const float* values, int count, ThrustScratch& scratch, cud
 #if defined(MNISTDP_CUDA_EMULATED)
   CUDA_CHECK(cudaStreamSynchronize(stream));
   ScratchTemporaries temporaries(scratch);
+  const emu::DeviceWork device_work;
   return count == 0 ? 0.0 : thrust_host::sum_in_double(temporaries, values, count);
 #else
   if (count == 0) {

@@ -1,0 +1,40 @@
+#pragma once
+// Device memory's own address range. Every allocation of the emulated devices lies in one range reserved in
+// the process's address space, which the host's threads may touch only while an Access lives: while the
+// emulated devices run operations (the engine holds one), and while the emulator itself fills or reads
+// device memory for a call. At other times the range is mapped without access, so host code that
+// dereferences a device pointer faults, as it does on a machine with a GPU, where device memory is not the
+// host's; in a build without a sanitizer the fault is reported first, naming the address
+// (docs/emulation.md, "Address spaces").
+//
+// Allocations are placed next-fit: an address freed is handed out again only once the range has been gone
+// through, so that a stale pointer finds no new allocation under it for as long as can be. The range is
+// backed by huge pages where the host offers them: opening and closing it then costs a few microseconds for
+// hundreds of megabytes.
+#include <cstddef>
+
+namespace mnistdp::emu::arena {
+
+// cudaMalloc's guarantee.
+constexpr std::size_t kAlignment = 256;
+
+// A new allocation of `bytes`, aligned to kAlignment, followed by at least `slack` bytes that no other
+// allocation holds; null when the range has no room. Its contents are whatever the range held.
+std::byte* allocate(std::size_t bytes, std::size_t slack);
+
+// Gives back what allocate(bytes, slack) returned.
+void release(std::byte* base, std::size_t bytes, std::size_t slack);
+
+// Whether `p` lies in the range, in an allocation or not.
+bool contains(const void* p);
+
+// While one lives, on any thread, the host's threads may touch device memory. Nests.
+class Access {
+ public:
+  Access();
+  ~Access();
+  Access(const Access&) = delete;
+  Access& operator=(const Access&) = delete;
+};
+
+}  // namespace mnistdp::emu::arena
