@@ -1,5 +1,6 @@
 // The CUDA runtime API over the engine (engine.hpp) and the memory registry (memory.hpp).
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -730,12 +731,18 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
     return invalid(cudaErrorInvalidValue,
                    "a graph launched on a stream of another device than it was made on");
   if (const cudaError_t f = engine().device_fault(s->device); f != cudaSuccess) return record(f);
-  // The nodes in their captured order: a capture of one stream is a chain.
+  // The nodes in their captured order: a capture of one stream is a chain, and its programmatic edges
+  // overlap as the same launches on a stream do (engine.cpp), but never with work outside the graph.
+  static std::atomic<std::uint64_t> graph_launches{0};
+  const std::uint64_t launch = graph_launches.fetch_add(1, std::memory_order_relaxed) + 1;
   for (const auto& node : exec->nodes) {
     Op op;
     op.what = node.what;
     op.run = node.run;
     op.host_function = node.host_function;
+    op.kernel = node.kernel;
+    op.programmatic = node.programmatic;
+    op.graph_launch = launch;
     if (const cudaError_t e = engine().enqueue(s, std::move(op)); e != cudaSuccess) return record(e);
   }
   return cudaSuccess;

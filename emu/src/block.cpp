@@ -127,7 +127,7 @@ class SplitMix {
   std::uint64_t state_;
 };
 
-enum class Wait { none, barrier, shuffle, grid, previous_kernel, trigger };
+enum class Wait { none, barrier, shuffle, grid, previous_kernel };
 
 // A block's storage of one shared variable, exactly its size.
 struct AlignedDelete {
@@ -159,7 +159,6 @@ struct Thread {
   ThreadContext context{};
   unsigned linear = 0;
   bool done = false;
-  bool triggered = false;  // called cudaTriggerProgrammaticLaunchCompletion()
   Wait wait = Wait::none;
   ctx::fiber suspended;          // the fiber holding this thread while it waits
   sanitizer::StackBounds stack;  // that fiber's stack
@@ -213,10 +212,8 @@ class Block {
     tokens_ = tokens;
     grid_phase_ = 0;
     link_ = link;
-    triggered_ = 0;
     block_triggered_ = false;
     previous_waiting_ = 0;
-    trigger_holding_ = 0;
     previous_complete_ = link == nullptr || !link->has_previous();
     spec_ = &spec;
     body_ = &body;
@@ -235,7 +232,6 @@ class Block {
       t.context.block_dim = spec.block;
       t.context.grid_dim = spec.grid;
       t.done = false;
-      t.triggered = false;
       t.wait = Wait::none;
     }
     warps_.assign(static_cast<std::size_t>((count_ + 31) / 32), Warp{});
@@ -342,10 +338,6 @@ class Block {
         grid_waiting_ = 0;
         block_races::set_phase(++grid_phase_);
         release(waiting);
-      } else if (trigger_holding_ > 0) {
-        // The threads that triggered waited as long as they could; the block triggers later, if ever.
-        release_waiting(Wait::trigger);
-        trigger_holding_ = 0;
       } else if (previous_waiting_ > 0) {
         // Nothing can run before the kernel before has completed.
         if (!link_->wait_for_previous())
@@ -488,21 +480,18 @@ class Block {
     block_races::passed_programmatic_wait();
   }
 
-  // cudaTriggerProgrammaticLaunchCompletion(). In a chain of programmatic launches the thread then waits, as
-  // long as the rest of its block can run without it, for the block to trigger: so the whole block is held
-  // where it triggered while the next kernel runs up to its wait.
+  // cudaTriggerProgrammaticLaunchCompletion(). The block triggers at the first call of any of its threads
+  // (PTX's griddepcontrol.launch_dependents: "Repeated invocations of this instruction by threads in the
+  // current CTA will have no additional side effects past that of the first invocation"), whatever its other
+  // threads have still to do. In a chain of programmatic launches the whole block is then held there (this
+  // OS thread blocks, in the calling thread) while the next kernel runs up to its wait: what any of its
+  // threads does after the first call comes after the next kernel's work before its wait.
   void programmatic_trigger() {
-    if (!link_ || !link_->has_next()) return;
+    if (!link_ || !link_->has_next() || block_triggered_) return;
     const InEmulator bookkeeping(*this);
-    Thread& t = running();
-    if (t.triggered) return;
-    t.triggered = true;
-    ++triggered_;
-    check_block_triggered();
-    if (block_triggered_) return;
-    t.wait = Wait::trigger;
-    ++trigger_holding_;
-    suspend();
+    block_triggered_ = true;
+    if (!link_->block_triggered())
+      fail_at(current_, "aborted: another block of the programmatic chain failed");
   }
 
   // "emulated CUDA: kernel K, block (x,y,z)[, thread (x,y,z)]"; the thread when one is given (>= 0).
@@ -730,22 +719,6 @@ class Block {
 
   static constexpr int kFinished = -2;
 
-  // The block has triggered once each thread has triggered or exited; it is then held (this OS thread
-  // blocks, in the thread that completed the trigger) while the next kernel runs up to its wait, unless no
-  // thread is left to run.
-  void check_block_triggered() {
-    if (block_triggered_ || !link_ || !link_->has_next()) return;
-    int untriggered_exits = 0;
-    for (const Thread& t : threads_)
-      untriggered_exits += t.done && !t.triggered ? 1 : 0;
-    if (triggered_ + untriggered_exits < count_ || done_ == count_) return;
-    block_triggered_ = true;
-    if (!link_->block_triggered())
-      fail_at(current_, "aborted: another block of the programmatic chain failed");
-    release_waiting(Wait::trigger);
-    trigger_holding_ = 0;
-  }
-
   void release_waiting(Wait what) {
     std::vector<int> waiting;
     for (Thread& t : threads_)
@@ -757,7 +730,6 @@ class Block {
     Thread& th = threads_[static_cast<std::size_t>(t)];
     th.done = true;
     ++done_;
-    if (!th.triggered && triggered_ > 0) check_block_triggered();
     if (!barriers_[0].waiting.empty())
       fail_at(t, "exited while " + std::to_string(barriers_[0].waiting.size()) +
                      " threads of its block wait at __syncthreads(): every thread must reach it");
@@ -781,10 +753,8 @@ class Block {
   uint3 index_{};
   GridBarrier* grid_ = nullptr;
   ProgrammaticLink* link_ = nullptr;
-  int triggered_ = 0;              // threads that have triggered
-  bool block_triggered_ = false;   // the block as a whole
+  bool block_triggered_ = false;   // a thread has called cudaTriggerProgrammaticLaunchCompletion()
   int previous_waiting_ = 0;       // threads in cudaGridDependencySynchronize()
-  int trigger_holding_ = 0;        // threads held after their trigger until the block triggers
   bool previous_complete_ = true;  // the kernel before has completed: the wait returns at once
   SplitMix rng_{0};
   int count_ = 0;

@@ -56,9 +56,9 @@ class ProgrammaticLink {
   virtual bool has_previous() const = 0;
   // Whether a kernel after this one is part of the chain (so that a trigger may hold the block).
   virtual bool has_next() const = 0;
-  // Every thread of the block has called cudaTriggerProgrammaticLaunchCompletion() or exited, and some
-  // have still to run: returns once the next kernel's blocks have each run up to their wait. False when
-  // the chain was aborted by a fault elsewhere.
+  // A thread of the block has called cudaTriggerProgrammaticLaunchCompletion(), the block's first call:
+  // returns once the next kernel's blocks have each run up to their wait. False when the chain was aborted
+  // by a fault elsewhere.
   virtual bool block_triggered() = 0;
   // Threads of the block wait in cudaGridDependencySynchronize() and none of the others can run: returns
   // once the kernel before has completed. False when the chain was aborted.

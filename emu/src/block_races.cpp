@@ -218,6 +218,12 @@ void Launch::report(std::uintptr_t address, bool write, const Touch& now, bool w
                 operation_races::stream_name(place.own, place.device);
   if (!waited && same_stream && place.after_wait.covers(then.operation))
     first_race_ += ": the access comes before the thread's cudaGridDependencySynchronize()";
+  else if (same_stream && then.operation.seq > place.own.seq)
+    // A later kernel of the stream got there first: only a programmatic launch's overlap lets it.
+    first_race_ +=
+        ": that kernel, launched programmatically after this one, made its access before its thread's "
+        "cudaGridDependencySynchronize(), and this one comes after the block's "
+        "cudaTriggerProgrammaticLaunchCompletion()";
   else
     first_race_ += ": no stream order, event, collective or host synchronisation between them";
 }

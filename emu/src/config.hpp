@@ -6,8 +6,9 @@
 //                        operations of independent streams latest first; in-order: thread 0 first and streams
 //                        oldest first, the order to step through in a debugger
 //   MNISTDP_EMU_SEED     the seed of the adversarial order (default 1)
-//   MNISTDP_EMU_PDL      overlap (default): a programmatic launch's blocks start once every block of the
-//                        kernel before has triggered (cudaTriggerProgrammaticLaunchCompletion) or exited, and
+//   MNISTDP_EMU_PDL      overlap (default): a programmatic launch's blocks (on a stream, or a graph's
+//                        programmatic edge) start once every block of the kernel before has triggered (a
+//                        thread's cudaTriggerProgrammaticLaunchCompletion) or exited, and
 //                        run up to their cudaGridDependencySynchronize() while that kernel is held after its
 //                        trigger, so that a read of its output before the wait sees the old values; serial:
 //                        the dependent kernel starts after its primary has finished

@@ -128,7 +128,11 @@ cudaError_t Engine::enqueue(CUstream_st* stream, Op op) {
       return cudaErrorStreamCaptureUnsupported;
     }
     if (op.collective) op.run = op.collective->run;
-    stream->capture->nodes.push_back(GraphNode{op.what, op.run, op.host_function});
+    // A programmatic launch right after a kernel becomes a programmatic edge from that kernel's node, as
+    // the runtime captures it; after anything else, or first in the capture, it is an ordinary node.
+    std::vector<GraphNode>& nodes = stream->capture->nodes;
+    const bool edge = op.programmatic && !nodes.empty() && nodes.back().kernel;
+    nodes.push_back(GraphNode{op.what, op.run, op.kernel, edge, op.host_function});
     return cudaSuccess;
   }
   op.id = ++next_id_;
@@ -279,13 +283,15 @@ void Engine::run() {
     const Op& op = taken.front();
     std::vector<std::pair<CUstream_st*, std::uint64_t>> finished{{pick, op.seq}};
     // A kernel and the programmatic launches already queued behind it, ready but for the stream's order,
-    // run as one chain: the later kernels start when the earlier trigger.
+    // run as one chain: the later kernels start when the earlier trigger. A graph launch's nodes chain only
+    // among themselves, along the graph's programmatic edges.
     std::vector<std::shared_ptr<const KernelLaunch>> chain;
     if (op.kernel && !op.kernel->spec.cooperative && config().programmatic_overlap) {
       chain.push_back(op.kernel);
       while (!pick->queue.empty()) {
         const Op& next = pick->queue.front();
-        if (!next.kernel || !next.kernel->spec.programmatic || next.kernel->spec.cooperative || !ready(next))
+        if (!next.kernel || !next.programmatic || next.graph_launch != op.graph_launch ||
+            next.kernel->spec.cooperative || !ready(next))
           break;
         chain.push_back(next.kernel);
         finished.emplace_back(pick, next.seq);

@@ -73,8 +73,12 @@ struct Op {
   std::shared_ptr<Collective> collective;      // an NCCL call: runs with its peers' calls, all at their heads
   std::shared_ptr<const KernelLaunch> kernel;  // a kernel launch: what `run` runs
   bool host_function = false;                  // cudaLaunchHostFunc's: runs as host code
-  std::uint64_t id = 0;                        // global enqueue order
-  std::uint64_t seq = 0;                       // position in its stream
+  // A kernel launched programmatically after the operation before it in its stream, which may start once
+  // that operation, a kernel of the same `graph_launch`, has triggered (run_programmatic_chain).
+  bool programmatic = false;
+  std::uint64_t graph_launch = 0;  // the graph launch it replays a node of; 0: none
+  std::uint64_t id = 0;            // global enqueue order
+  std::uint64_t seq = 0;           // position in its stream
   int device = 0;
   // The race checks (sanitizer.hpp), and the check of races between operations (operation_races.hpp, whose
   // history the token holds): the enqueuing host's history and then this operation's, for whatever comes
@@ -93,9 +97,15 @@ struct Collective {
   std::function<void()> run;
 };
 
+// A captured operation. A kernel node keeps its launch whole, and `programmatic` is the programmatic edge
+// from the node before, a kernel too (cudaGraphDependencyTypeProgrammatic, from the port
+// cudaGraphKernelNodePortProgrammatic): what the capture makes of a launch with the programmatic stream
+// serialization attribute right after a kernel of the same capture. A replay keeps the edge.
 struct GraphNode {
   std::string what;
   std::function<void()> run;
+  std::shared_ptr<const KernelLaunch> kernel;
+  bool programmatic = false;
   bool host_function = false;  // Op::host_function
 };
 

@@ -123,13 +123,14 @@ void run_grid(const LaunchSpec& spec, const std::function<void()>& body, int dev
   check_guard_zones(device, spec.name);
 }
 
-// A kernel and the programmatic launches behind it, each block on an OS thread of its own, so that a block
-// can be held where a GPU may hold it. Kernel k + 1's blocks start once every block of kernel k has
-// triggered or exited; a block of kernel k that triggers with threads still to run is held until every
-// block of kernel k + 1 is, at once, waiting in cudaGridDependencySynchronize(), held after its own
-// trigger, or finished; and that wait returns once every block of kernel k has finished. So the dependent
-// kernel runs as far as it can before the primary's work after its trigger: a read of the primary's output
-// before the wait sees the values from before the primary.
+// A kernel and the programmatic launches behind it (on a stream, or along a graph's programmatic edges),
+// each block on an OS thread of its own, so that a block can be held where a GPU may hold it. Kernel k + 1's
+// blocks start once every block of kernel k has triggered (one of its threads has called
+// cudaTriggerProgrammaticLaunchCompletion()) or exited; a block of kernel k that triggers is held there
+// until every block of kernel k + 1 is, at once, waiting in cudaGridDependencySynchronize(), held after its
+// own trigger, or finished; and that wait returns once every block of kernel k has finished. So the
+// dependent kernel runs as far as it can before the primary's work after its trigger: a read of the
+// primary's output before the wait sees the values from before the primary.
 class ProgrammaticChain {
  public:
   explicit ProgrammaticChain(const std::vector<std::shared_ptr<const KernelLaunch>>& chain) {
@@ -163,10 +164,12 @@ class ProgrammaticChain {
     for (std::thread& t : threads)
       t.join();
     fault.rethrow();
-    for (const Kernel& k : kernels_) {
-      if (k.accesses) k.accesses->check();
+    // The dependents first: where both sides of a race before a programmatic wait saw it, the report names
+    // the access before the wait, the one to move.
+    for (auto k = kernels_.rbegin(); k != kernels_.rend(); ++k)
+      if (k->accesses) k->accesses->check();
+    for (const Kernel& k : kernels_)
       check_guard_zones(k.launch->device, k.launch->spec.name);
-    }
   }
 
  private:
@@ -305,6 +308,7 @@ cudaError_t enqueue_launch(const LaunchSpec& spec, CUstream_st* stream_handle,
   kernel->device = device;
   kernel->number = next_launch_number();
   op.run = [kernel] { run_grid(kernel->spec, *kernel->body, kernel->device, kernel->number); };
+  op.programmatic = spec.programmatic;
   op.kernel = std::move(kernel);
   return record(e.enqueue(stream, std::move(op)));
 }

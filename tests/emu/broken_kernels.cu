@@ -80,6 +80,16 @@ __global__ void fill_after_trigger_kernel(float* __restrict__ p,  // [n]
   if (i < n) p[i] = value;
 }
 
+// Thread 0 triggers, and every thread writes only after the barrier: the block has triggered before any of
+// its writes, though its other threads never call the trigger.
+__global__ void fill_after_one_threads_trigger_kernel(float* __restrict__ p,  // [n]
+                                                      int n, float value) {
+  if (threadIdx.x == 0) cuda::detail::allow_next_kernel();
+  __syncthreads();
+  const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) p[i] = value;
+}
+
 template <bool kReadFirst>
 __global__ void copy_programmatically_kernel(const float* __restrict__ src,  // [n]
                                              float* __restrict__ dst,        // [n]
@@ -139,6 +149,11 @@ void grid_sync_without_cooperative_launch(cudaStream_t stream) {
 
 void fill_after_trigger(float* p, int n, float value, cudaStream_t stream) {
   cuda::detail::launch<fill_after_trigger_kernel>(blocks_for(n), kThreads, 0, stream, p, n, value);
+}
+
+void fill_after_one_threads_trigger(float* p, int n, float value, cudaStream_t stream) {
+  cuda::detail::launch<fill_after_one_threads_trigger_kernel>(blocks_for(n), kThreads, 0, stream, p, n,
+                                                              value);
 }
 
 void copy_programmatically(const float* src, float* dst, int n, bool read_first, cudaStream_t stream) {

@@ -35,6 +35,11 @@ void grid_sync_without_cooperative_launch(cudaStream_t stream);
 // (cudaTriggerProgrammaticLaunchCompletion): the primary of a programmatic launch.
 void fill_after_trigger(float* p, int n, float value, cudaStream_t stream);
 
+// p[0 .. n) = value, written after a barrier that follows thread 0's
+// cudaTriggerProgrammaticLaunchCompletion() (the block's only call): the primary of a programmatic launch
+// whose blocks trigger before any write.
+void fill_after_one_threads_trigger(float* p, int n, float value, cudaStream_t stream);
+
 // dst[0 .. n) = src[0 .. n), launched programmatically after the kernel before on `stream`. With
 // `read_first`, each thread reads src before cudaGridDependencySynchronize(), which only the wait makes safe
 // when src is the kernel before's output.

@@ -6,6 +6,7 @@
 #include <cooperative_groups.h>
 
 #include "kernels/cuda/runtime/check.hpp"
+#include "kernels/cuda/runtime/graph.hpp"
 #include "kernels/cuda/runtime/launch.cuh"
 #include "kernels/cuda/runtime/memory.hpp"
 #include "kernels/cuda/runtime/portable_dialect.cuh"
@@ -127,6 +128,14 @@ __global__ void fill_then_trigger_kernel(float* __restrict__ p,  // [kThreads]
   cuda::detail::allow_next_kernel();
 }
 
+// A primary that lets the next kernel start before it writes: only its own writes, after the dependent's
+// reads before its wait, can find the race.
+__global__ void trigger_then_fill_kernel(float* __restrict__ p,  // [kThreads]
+                                         float value) {
+  cuda::detail::allow_next_kernel();
+  p[threadIdx.x] = value;
+}
+
 // The dependent: reads the primary's output before its wait (a race) or after it.
 template <bool kReadFirst>
 __global__ void dependent_copy_kernel(const float* __restrict__ src,  // [kThreads]
@@ -237,6 +246,26 @@ void programmatic_wait() {
   programmatic_pair<fill_then_trigger_kernel, dependent_copy_kernel<!kSynchronised>>(kThreads);
 }
 
+// A primary that triggers before its writes, and a dependent that reads before its wait.
+void read_before_wait_of_writes_after_trigger() {
+  programmatic_pair<trigger_then_fill_kernel, dependent_copy_kernel<true>>(kThreads);
+}
+
+// The same pair captured in a graph, whose replay keeps the programmatic edge.
+template <bool kSynchronised>
+void programmatic_wait_in_graph() {
+  DeviceBuffer<float> buffer(kThreads), out(kThreads);
+  const Stream stream;
+  CUDA_CHECK(cudaDeviceSynchronize());
+  const CudaGraphExec graph(capture_graph(stream.get(), [&] {
+    cuda::detail::launch<fill_then_trigger_kernel>(1, kThreads, 0, stream.get(), buffer.data(), 1.0f);
+    cuda::detail::launch_in_order<dependent_copy_kernel<!kSynchronised>>(
+        1, kThreads, 0, stream.get(), cuda::LaunchOrder::programmatic, buffer.data(), out.data());
+  }));
+  graph.launch(stream.get());
+  CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+}
+
 template <bool kSynchronised>
 void large_blocks_on_two_streams() {
   filled_on_one_stream_used_on_another<kSynchronised, large_fill_kernel>(
@@ -276,6 +305,9 @@ constexpr Case kCases[] = {
     {"streams-synchronised", two_streams<true>},
     {"read-before-programmatic-wait", programmatic_wait<false>},
     {"programmatic-wait-synchronised", programmatic_wait<true>},
+    {"graph-read-before-programmatic-wait", programmatic_wait_in_graph<false>},
+    {"writes-after-trigger-read-before-programmatic-wait", read_before_wait_of_writes_after_trigger},
+    {"graph-programmatic-wait-synchronised", programmatic_wait_in_graph<true>},
     {"events-on-unordered-streams", events_on_unordered_streams},
     {"large-blocks-on-streams-without-event", large_blocks_on_two_streams<false>},
     {"large-blocks-on-streams-synchronised", large_blocks_on_two_streams<true>},

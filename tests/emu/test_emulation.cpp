@@ -152,6 +152,96 @@ TEST_CASE("a dependent kernel that reads its primary's output before its program
   CHECK(to_host(late) == std::vector<float>(n, 2.0f));   // after it: the primary's, all of them
 }
 
+TEST_CASE("a block triggers at its first thread's cudaTriggerProgrammaticLaunchCompletion()", "[emu]") {
+  // The programming guide counts thread blocks ("when all primary thread blocks have launched and executed
+  // cudaTriggerProgrammaticLaunchCompletion"), and PTX gives a block's trigger to the first of its threads
+  // that calls it. The planted bug takes the block to trigger only once every thread has called it or
+  // exited, so after the writes of the threads that never call it: its dependent, reading before the wait,
+  // sees none of them. The twin reads after the wait.
+  const int n = 300;
+  auto src = to_device(std::vector<float>(n, 0.0f));
+  DeviceBuffer<float> early(n), late(n);
+  Stream s;
+  emu_test::fill_after_one_threads_trigger(src.data(), n, 1.0f, s.get());
+  emu_test::copy_programmatically(src.data(), early.data(), n, /*read_first=*/true, s.get());
+  emu_test::fill_after_one_threads_trigger(src.data(), n, 2.0f, s.get());
+  emu_test::copy_programmatically(src.data(), late.data(), n, /*read_first=*/false, s.get());
+  s.synchronize();
+  CHECK(to_host(early) == std::vector<float>(n, 0.0f));
+  CHECK(to_host(late) == std::vector<float>(n, 2.0f));
+}
+
+// A graph captured from `s` (one stream: the nodes in a chain) by `enqueue`, instantiated.
+template <typename Enqueue>
+cudaGraphExec_t capture(cudaStream_t s, Enqueue enqueue, std::size_t* nodes = nullptr) {
+  REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+  enqueue();
+  cudaGraph_t graph = nullptr;
+  REQUIRE(cudaStreamEndCapture(s, &graph) == cudaSuccess);
+  if (nodes) REQUIRE(cudaGraphGetNodes(graph, nullptr, nodes) == cudaSuccess);
+  cudaGraphExec_t exec = nullptr;
+  REQUIRE(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
+  REQUIRE(cudaGraphDestroy(graph) == cudaSuccess);
+  return exec;
+}
+
+TEST_CASE(
+    "a graph keeps its captured programmatic edges: a read before the wait sees old values on each replay",
+    "[emu]") {
+  // The same launches as on a stream above, captured: each programmatic launch right after a kernel becomes
+  // a programmatic edge, and every replay overlaps the dependent with its primary as the stream does.
+  const int n = 300;
+  auto src = to_device(std::vector<float>(n, 0.0f));
+  DeviceBuffer<float> early(n), late(n);
+  Stream s;
+  std::size_t nodes = 0;
+  cudaGraphExec_t exec = capture(
+      s.get(),
+      [&] {
+        emu_test::fill_after_trigger(src.data(), n, 1.0f, s.get());
+        emu_test::copy_programmatically(src.data(), early.data(), n, /*read_first=*/true, s.get());
+        emu_test::fill_after_trigger(src.data(), n, 2.0f, s.get());
+        emu_test::copy_programmatically(src.data(), late.data(), n, /*read_first=*/false, s.get());
+      },
+      &nodes);
+  CHECK(nodes == 4);
+  REQUIRE(cudaGraphLaunch(exec, s.get()) == cudaSuccess);
+  s.synchronize();
+  CHECK(to_host(early) == std::vector<float>(n, 0.0f));  // before the wait: the values from before
+  CHECK(to_host(late) == std::vector<float>(n, 2.0f));   // after it: the primary's, all of them
+  // Replayed, the early read sees what the last replay left (2), never its own primary's 1.
+  REQUIRE(cudaGraphLaunch(exec, s.get()) == cudaSuccess);
+  s.synchronize();
+  CHECK(to_host(early) == std::vector<float>(n, 2.0f));
+  CHECK(to_host(late) == std::vector<float>(n, 2.0f));
+  CHECK(cudaGraphExecDestroy(exec) == cudaSuccess);
+}
+
+TEST_CASE("a graph's replay overlaps only along its programmatic edges, never with work outside it",
+          "[emu]") {
+  // cudaGraphLaunch: "Each launch is ordered behind both any previous work in stream and any previous
+  // launches of graphExec". A programmatic launch that is the capture's first node has no edge, and work
+  // after the graph on its stream starts after the graph has finished.
+  const int n = 300;
+  auto src = to_device(std::vector<float>(n, 0.0f));
+  DeviceBuffer<float> first(n), after(n);
+  Stream s;
+  cudaGraphExec_t dependent_alone = capture(s.get(), [&] {
+    emu_test::copy_programmatically(src.data(), first.data(), n, /*read_first=*/true, s.get());
+  });
+  cudaGraphExec_t primary_alone =
+      capture(s.get(), [&] { emu_test::fill_after_trigger(src.data(), n, 2.0f, s.get()); });
+  emu_test::fill_after_trigger(src.data(), n, 1.0f, s.get());
+  REQUIRE(cudaGraphLaunch(dependent_alone, s.get()) == cudaSuccess);
+  REQUIRE(cudaGraphLaunch(primary_alone, s.get()) == cudaSuccess);
+  emu_test::copy_programmatically(src.data(), after.data(), n, /*read_first=*/true, s.get());
+  s.synchronize();
+  CHECK(to_host(first) == std::vector<float>(n, 1.0f));
+  CHECK(to_host(after) == std::vector<float>(n, 2.0f));
+  CHECK(cudaGraphExecDestroy(dependent_alone) == cudaSuccess);
+  CHECK(cudaGraphExecDestroy(primary_alone) == cudaSuccess);
+}
+
 TEST_CASE("threads that leave while others wait at __syncthreads() stop the kernel", "[emu]") {
   DeviceBuffer<float> out(64);
   Stream s;
