@@ -10,6 +10,7 @@
 #include "emu/src/config.hpp"
 #include "emu/src/engine.hpp"
 #include "emu/src/memory.hpp"
+#include "emu/src/resources.hpp"
 
 namespace mnistdp::emu {
 cudaError_t take_last_error(bool reset);
@@ -219,11 +220,13 @@ const char* cudaGetErrorName(cudaError_t error) {
     MNISTDP_EMU_NAME(cudaErrorInvalidMemcpyDirection)
     MNISTDP_EMU_NAME(cudaErrorInsufficientDriver)
     MNISTDP_EMU_NAME(cudaErrorDevicesUnavailable)
+    MNISTDP_EMU_NAME(cudaErrorInvalidDeviceFunction)
     MNISTDP_EMU_NAME(cudaErrorNoDevice)
     MNISTDP_EMU_NAME(cudaErrorInvalidDevice)
     MNISTDP_EMU_NAME(cudaErrorInvalidResourceHandle)
     MNISTDP_EMU_NAME(cudaErrorNotReady)
     MNISTDP_EMU_NAME(cudaErrorIllegalAddress)
+    MNISTDP_EMU_NAME(cudaErrorLaunchOutOfResources)
     MNISTDP_EMU_NAME(cudaErrorPeerAccessAlreadyEnabled)
     MNISTDP_EMU_NAME(cudaErrorIllegalInstruction)
     MNISTDP_EMU_NAME(cudaErrorLaunchFailure)
@@ -261,6 +264,10 @@ const char* cudaGetErrorString(cudaError_t error) {
       return "device not ready";
     case cudaErrorCooperativeLaunchTooLarge:
       return "too many blocks in cooperative launch";
+    case cudaErrorLaunchOutOfResources:
+      return "too many resources requested for launch";
+    case cudaErrorInvalidDeviceFunction:
+      return "invalid device function";
     case cudaErrorStreamCaptureUnsupported:
       return "operation not permitted when stream is capturing";
     case cudaErrorStreamCaptureInvalidated:
@@ -408,6 +415,7 @@ cudaError_t cudaDeviceReset() {
   auto& d = engine().devices[static_cast<std::size_t>(engine().current_device())];
   d.fault = cudaSuccess;
   d.fault_message.clear();
+  mnistdp::emu::resources::forget_attributes(engine().current_device());
   return e == cudaErrorStreamCaptureUnsupported ? e : cudaSuccess;
 }
 

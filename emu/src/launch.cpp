@@ -17,33 +17,14 @@
 #include "emu/src/config.hpp"
 #include "emu/src/engine.hpp"
 #include "emu/src/memory.hpp"
+#include "emu/src/resources.hpp"
 
 namespace mnistdp::emu {
 namespace {
 
-constexpr int kMaxThreadsPerBlock = 1024;
-constexpr std::size_t kMaxSharedPerBlock = 48 * 1024;  // without the opt-in the project never makes
-constexpr std::size_t kSharedPerSm = 228 * 1024;
-constexpr std::size_t kSharedReservedPerBlock = 1024;
-constexpr int kMaxThreadsPerSm = 2048;
-constexpr int kMaxBlocksPerSm = 32;
-// Registers are not emulated; occupancy takes every thread to use 64 of an SM's 65,536 (nvcc's ptxas report
-// in build/PRESET/build.log gives a kernel's real count), so that a 256-thread block fills a quarter of one.
-constexpr int kRegistersPerSm = 65536;
-constexpr int kRegistersPerThread = 64;
-
 cudaError_t refuse(cudaError_t code, const LaunchSpec& spec, const std::string& why) {
   Engine::get().set_detail(code, "emulated CUDA: launch of " + std::string(spec.name) + " refused: " + why);
   return record(code);
-}
-
-int blocks_per_sm(int block_threads, std::size_t shared_bytes) {
-  const int warps_threads = (block_threads + 31) / 32 * 32;
-  int blocks = std::min({kMaxThreadsPerSm / warps_threads, kMaxBlocksPerSm,
-                         kRegistersPerSm / (kRegistersPerThread * warps_threads)});
-  if (shared_bytes > 0)
-    blocks = std::min(blocks, static_cast<int>(kSharedPerSm / (shared_bytes + kSharedReservedPerBlock)));
-  return blocks;
 }
 
 std::uint64_t next_launch_number() {
@@ -275,10 +256,16 @@ cudaError_t enqueue_launch(const LaunchSpec& spec, CUstream_st* stream_handle,
     return refuse(cudaErrorInvalidResourceHandle, spec,
                   "its stream belongs to another device than the current one");
   if (const cudaError_t f = e.device_fault(device); f != cudaSuccess) return record(f);
+  // Held to the kernel's resources as an H200 holds it (resources.hpp).
+  std::string why;
+  const resources::Kernel* kernel_resources = resources::find(spec.kernel, why);
+  if (!kernel_resources)
+    return refuse(cudaErrorInvalidDeviceFunction, spec, "no ptxas figures for the kernel (" + why + ")");
+  const KernelResources& figures = kernel_resources->figures;
   const dim3 b = spec.block;
   const dim3 g = spec.grid;
   const long threads = static_cast<long>(b.x) * b.y * b.z;
-  if (threads < 1 || threads > kMaxThreadsPerBlock || b.z > 64)
+  if (threads < 1 || threads > resources::kMaxThreadsPerBlock || b.z > 64)
     return refuse(cudaErrorInvalidConfiguration, spec,
                   "a block of " + std::to_string(b.x) + "x" + std::to_string(b.y) + "x" +
                       std::to_string(b.z) + " threads");
@@ -286,18 +273,35 @@ cudaError_t enqueue_launch(const LaunchSpec& spec, CUstream_st* stream_handle,
     return refuse(cudaErrorInvalidConfiguration, spec,
                   "a grid of " + std::to_string(g.x) + "x" + std::to_string(g.y) + "x" + std::to_string(g.z) +
                       " blocks");
-  if (spec.shared_bytes > kMaxSharedPerBlock)
-    return refuse(
-        cudaErrorInvalidValue, spec,
-        std::to_string(spec.shared_bytes) + " bytes of dynamic shared memory, above the 48 KiB of a block");
+  if (threads > kernel_resources->max_threads_per_block) {
+    const bool bounds =
+        figures.max_threads > 0 && figures.max_threads == kernel_resources->max_threads_per_block;
+    return refuse(cudaErrorLaunchOutOfResources, spec,
+                  "a block of " + std::to_string(threads) + " threads, above the " +
+                      std::to_string(kernel_resources->max_threads_per_block) + " of " +
+                      (bounds ? "its __launch_bounds__"
+                              : "a block's 65,536 registers at its " + std::to_string(figures.registers) +
+                                    " a thread (ptxas)"));
+  }
+  const std::size_t max_dynamic = resources::max_dynamic_shared(device, spec.kernel, *kernel_resources);
+  if (spec.shared_bytes > max_dynamic) {
+    const bool raised = max_dynamic + figures.static_shared != resources::kSharedPerBlock;
+    return refuse(cudaErrorInvalidValue, spec,
+                  std::to_string(spec.shared_bytes) + " bytes of dynamic shared memory beside its " +
+                      std::to_string(figures.static_shared) + " static (ptxas), above the " +
+                      (raised ? std::to_string(max_dynamic) +
+                                    " bytes of dynamic its cudaFuncAttributeMaxDynamicSharedMemorySize allows"
+                              : std::string("48 KiB a block has without cudaFuncSetAttribute")));
+  }
   if (spec.cooperative) {
     const long blocks = static_cast<long>(g.x) * g.y * g.z;
-    const long resident =
-        static_cast<long>(blocks_per_sm(static_cast<int>(threads), spec.shared_bytes)) * config().sms;
+    const long resident = static_cast<long>(resources::blocks_per_sm(figures, static_cast<int>(threads),
+                                                                     spec.shared_bytes, max_dynamic)) *
+                          config().sms;
     if (blocks > resident)
       return refuse(cudaErrorCooperativeLaunchTooLarge, spec,
                     std::to_string(blocks) + " blocks, more than the " + std::to_string(resident) +
-                        " that stay resident at once");
+                        " that stay resident at once on its " + std::to_string(config().sms) + " SMs");
   }
   Op op;
   op.what = "kernel " + std::string(spec.name);
@@ -334,22 +338,6 @@ const char* kernel_name_of(const void* kernel) {
     it = names.emplace(kernel, name).first;
   }
   return it->second.c_str();
-}
-
-cudaError_t function_attributes(cudaFuncAttributes* attributes) {
-  if (!attributes) return record(cudaErrorInvalidValue);
-  *attributes = cudaFuncAttributes{};
-  attributes->maxThreadsPerBlock = kMaxThreadsPerBlock;
-  attributes->ptxVersion = 90;  // the emulated build compiles device code as for compute capability 9.0
-  attributes->binaryVersion = 90;
-  return cudaSuccess;
-}
-
-cudaError_t max_active_blocks_per_sm(int* blocks, int block_size, std::size_t shared_bytes) {
-  if (!blocks || block_size < 1 || block_size > kMaxThreadsPerBlock) return record(cudaErrorInvalidValue);
-  // Threads, blocks, shared memory and (assumed) registers per SM as on compute capability 9.0.
-  *blocks = blocks_per_sm(block_size, shared_bytes);
-  return cudaSuccess;
 }
 
 }  // namespace mnistdp::emu

@@ -429,3 +429,22 @@ TEST_CASE("the persistent kernel refuses what it cannot take", "[gpu][persistent
   const int sms = sm_count();
   CHECK_THROWS_AS(enqueue_persistent_steps(v, 64, 64, sgd, 0, 1, sms * most + 1, nullptr), CudaError);
 }
+
+TEST_CASE("the persistent kernel runs on every block that stays resident and refuses one more",
+          "[gpu][persistent]") {
+  // Its grid from the occupancy query, as the replica sizes it: on an H200, 132 SMs times the blocks its
+  // registers, shared memory and threads leave room for. One step against the fused step's kernels, and one
+  // block too many refused rather than left to hang.
+  const int blocks = sm_count() * cuda::persistent_step_max_blocks_per_sm();
+  CAPTURE(sm_count(), blocks);
+  REQUIRE(blocks >= 1);
+  const SgdConfig sgd = sgd_config(0.01f, 0.9f, 0.0f, 0.0f, false);
+  FusedStepState fused(107), persistent(107);
+  Stream stream;
+  const cudaStream_t s = stream.get();
+  enqueue_fused_step(fused.view(), 64, 64, sgd, /*advance_cursor=*/true, cuda::LaunchOrder::serial, s);
+  enqueue_persistent_steps(persistent.view(), 64, 64, sgd, /*first=*/0, 1, blocks, s);
+  stream.synchronize();
+  check_same_buffers(persistent, fused);
+  CHECK_THROWS_AS(enqueue_persistent_steps(persistent.view(), 64, 64, sgd, 0, 1, blocks + 1, s), CudaError);
+}

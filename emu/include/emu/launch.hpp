@@ -21,6 +21,7 @@ namespace mnistdp::emu {
 
 struct LaunchSpec {
   const char* name = "kernel";
+  const void* kernel = nullptr;  // its address, by which its resources are found (emu/src/resources.hpp)
   dim3 grid;
   dim3 block;
   std::size_t shared_bytes = 0;
@@ -38,8 +39,11 @@ cudaError_t launch(const LaunchSpec& spec, CUstream_st* stream, void (*kernel)(P
   static_assert(sizeof...(Params) == sizeof...(Args), "a kernel launch needs one argument per parameter");
   auto frozen = std::make_shared<const std::tuple<std::remove_cvref_t<Params>...>>(
       static_cast<std::remove_cvref_t<Params>>(std::forward<Args>(args))...);
-  return enqueue_launch(
-      spec, stream, [kernel, frozen] { std::apply([kernel](const auto&... a) { kernel(a...); }, *frozen); });
+  LaunchSpec with_kernel = spec;
+  with_kernel.kernel = reinterpret_cast<const void*>(kernel);
+  return enqueue_launch(with_kernel, stream, [kernel, frozen] {
+    std::apply([kernel](const auto&... a) { kernel(a...); }, *frozen);
+  });
 }
 
 // The name of a kernel known at compile time, from the compiler's own spelling of the template argument.
@@ -67,7 +71,22 @@ cudaError_t launch_named(LaunchSpec spec, CUstream_st* stream, Args&&... args) {
   return launch(spec, stream, Kernel, std::forward<Args>(args)...);
 }
 
-cudaError_t function_attributes(cudaFuncAttributes* attributes);
-cudaError_t max_active_blocks_per_sm(int* blocks, int block_size, std::size_t shared_bytes);
+// What the GPU build's ptxas reports of one kernel for sm_90 (cmake/kernel_resources.cmake writes them, and
+// each .cu file of the emulated build registers its own): the emulated launches are held to these.
+struct KernelResources {
+  const char* symbol;         // the kernel's name as nvcc mangles it
+  int registers;              // a thread's
+  int barriers;               // the block's named barriers, __syncthreads()'s included
+  std::size_t static_shared;  // bytes of shared memory declared in the kernel, a block's
+  std::size_t stack;          // bytes of stack frame, a thread's (cudaFuncAttributes::localSizeBytes)
+  int max_threads;            // the threads of its __launch_bounds__ (PTX .maxntid); 0: none given
+};
+// Called by each .cu file's figures as the program starts; returns true.
+bool register_kernel_resources(const char* source, const KernelResources* kernels, std::size_t count);
+
+cudaError_t function_attributes(cudaFuncAttributes* attributes, const void* kernel);
+cudaError_t set_max_dynamic_shared(const void* kernel, int bytes);
+cudaError_t max_active_blocks_per_sm(int* blocks, const void* kernel, int block_size,
+                                     std::size_t shared_bytes);
 
 }  // namespace mnistdp::emu

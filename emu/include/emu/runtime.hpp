@@ -91,6 +91,11 @@ struct cudaFuncAttributes {
   int numRegs;
   int ptxVersion;
   int binaryVersion;
+  int maxDynamicSharedSizeBytes;
+};
+
+enum cudaFuncAttribute {
+  cudaFuncAttributeMaxDynamicSharedMemorySize = 8,
 };
 
 enum cudaLaunchAttributeID {
@@ -229,13 +234,23 @@ cudaError_t cudaLaunchCooperativeKernel(void (*kernel)(Params...), dim3 grid, di
   (std::index_sequence_for<Params...>{});
 }
 
+// The kernel's figures from the GPU build's ptxas report (emu/src/resources.hpp).
 template <typename... Params>
-cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attributes, void (*)(Params...)) {
-  return ::mnistdp::emu::function_attributes(attributes);
+cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attributes, void (*kernel)(Params...)) {
+  return ::mnistdp::emu::function_attributes(attributes, reinterpret_cast<const void*>(kernel));
+}
+
+// The one attribute the emulation takes: the most dynamic shared memory the kernel's launches on the current
+// device may ask for, which may take a block past 48 KiB (to 227 KiB with the static).
+template <typename... Params>
+cudaError_t cudaFuncSetAttribute(void (*kernel)(Params...), cudaFuncAttribute attribute, int value) {
+  if (attribute != cudaFuncAttributeMaxDynamicSharedMemorySize) return cudaErrorInvalidValue;
+  return ::mnistdp::emu::set_max_dynamic_shared(reinterpret_cast<const void*>(kernel), value);
 }
 
 template <typename... Params>
-cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, void (*)(Params...), int block_size,
-                                                          std::size_t shared_bytes) {
-  return ::mnistdp::emu::max_active_blocks_per_sm(blocks, block_size, shared_bytes);
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, void (*kernel)(Params...),
+                                                          int block_size, std::size_t shared_bytes) {
+  return ::mnistdp::emu::max_active_blocks_per_sm(blocks, reinterpret_cast<const void*>(kernel), block_size,
+                                                  shared_bytes);
 }
