@@ -5,12 +5,14 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <bit>
 #include <boost/context/fiber.hpp>
 #include <boost/context/stack_context.hpp>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -56,6 +58,10 @@ namespace ctx = boost::context;
 // than most kernels. Each has a guard page below it, so that an overflow faults instead of corrupting. They
 // are mapped a slab at a time: a chain of programmatic launches holds thousands at once, and ThreadSanitizer
 // maps shadow for every mapping, which with one mapping a stack ran into the kernel's limit on mappings.
+// A guard page splits its slab's mapping, two mappings a stack, so past a quarter of that limit
+// (vm.max_map_count) slabs have one guard page below them and a canary at the bottom of each stack, checked
+// when the stack comes back: a cooperative grid as large as an H200 keeps resident (the persistent kernel's
+// 528 blocks of 256 threads on 132 SMs, every thread waiting at grid.sync() at once) needs that many stacks.
 class StackPool {
  public:
   static StackPool& get() {
@@ -72,26 +78,54 @@ class StackPool {
       }
     }
     const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-    const std::size_t stride = kStackBytes + page;
-    void* p = mmap(nullptr, stride * kSlab, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    const bool guarded = mapped_.fetch_add(kSlab) < guarded_stacks();
+    const std::size_t stride = guarded ? kStackBytes + page : kStackBytes;
+    void* p = mmap(nullptr, stride * kSlab + (guarded ? 0 : page), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) throw std::bad_alloc();
+    if (!guarded) mprotect(p, page, PROT_NONE);
     std::vector<ctx::stack_context> slab(kSlab);
     for (std::size_t i = 0; i < kSlab; ++i) {
-      char* base = static_cast<char*>(p) + i * stride;
-      mprotect(base, page, PROT_NONE);
+      char* base = static_cast<char*>(p) + (guarded ? 0 : page) + i * stride;
+      if (guarded) mprotect(base, page, PROT_NONE);
       slab[i].size = kStackBytes;
       slab[i].sp = base + stride;
+      std::memset(bottom(slab[i]), kCanary, kCanaryBytes);
     }
     std::lock_guard lock(mutex_);
     free_.insert(free_.end(), slab.begin() + 1, slab.end());
     return slab.front();
   }
   void give_back(ctx::stack_context s) {
+    const unsigned char* b = bottom(s);
+    if (std::any_of(b, b + kCanaryBytes, [](unsigned char c) { return c != kCanary; })) {
+      std::fprintf(stderr, "emulated CUDA: an emulated thread overflowed its %zu-byte stack\n", kStackBytes);
+      std::abort();
+    }
     std::lock_guard lock(mutex_);
     free_.push_back(s);
   }
 
  private:
+  static constexpr unsigned char kCanary = 0xA5;
+  static constexpr std::size_t kCanaryBytes = 64;
+  static unsigned char* bottom(const ctx::stack_context& s) {
+    return static_cast<unsigned char*>(s.sp) - s.size;
+  }
+  // The stacks that may have a guard page each: a quarter of the kernel's limit on mappings.
+  static std::size_t guarded_stacks() {
+    static const std::size_t stacks = [] {
+      std::size_t limit = 65530;  // the kernel's default
+      if (std::FILE* f = std::fopen("/proc/sys/vm/max_map_count", "r")) {
+        unsigned long value = 0;
+        if (std::fscanf(f, "%lu", &value) == 1) limit = value;
+        std::fclose(f);
+      }
+      return limit / 4;
+    }();
+    return stacks;
+  }
+  std::atomic<std::size_t> mapped_{0};
 #if defined(MNISTDP_EMU_ASAN) || defined(__SANITIZE_THREAD__) || defined(MNISTDP_EMU_RACE_CHECKS)
   static constexpr std::size_t kStackBytes = 1 << 20;
 #else

@@ -433,8 +433,9 @@ TEST_CASE("the persistent kernel refuses what it cannot take", "[gpu][persistent
 TEST_CASE("the persistent kernel runs on every block that stays resident and refuses one more",
           "[gpu][persistent]") {
   // Its grid from the occupancy query, as the replica sizes it: on an H200, 132 SMs times the blocks its
-  // registers, shared memory and threads leave room for. One step against the fused step's kernels, and one
-  // block too many refused rather than left to hang.
+  // registers, shared memory and threads leave room for (the emulated build has an entry with 132 SMs, where
+  // those figures are ptxas's). One step against the fused step's kernels, and one block too many refused
+  // rather than left to hang.
   const int blocks = sm_count() * cuda::persistent_step_max_blocks_per_sm();
   CAPTURE(sm_count(), blocks);
   REQUIRE(blocks >= 1);
