@@ -12,11 +12,8 @@
 #include <mutex>
 
 #include "emu/device_work.hpp"
+#include "emu/src/device_shadow.hpp"
 #include "emu/src/sanitizer.hpp"
-
-#if defined(MNISTDP_EMU_ASAN)
-#include <sanitizer/asan_interface.h>
-#endif
 
 namespace mnistdp::emu::arena {
 namespace {
@@ -62,25 +59,25 @@ class Range {
     if (at > start) free_.emplace(start, at - start);
     if (at + need < start + length) free_.emplace(at + need, start + length - (at + need));
     rover_ = at + need;
-    if (rover_ > used_) used_ = rover_;
+    if (rover_ > used_) {
+      // The range's end not yet handed out, up to the huge page that the range is opened by, is no kernel's.
+      used_ = rover_;
+      device_shadow::poison(base_ + used_, round_up(used_, kHugePage) - used_);
+    }
     if (opened_ > 0) expose(used_);
     std::byte* base = base_ + at;
-    // ThreadSanitizer's record of an earlier allocation here is not this one's; AddressSanitizer guards what
-    // follows the allocation.
+    // ThreadSanitizer's record of an earlier allocation here is not this one's; what follows the allocation
+    // is no kernel's.
     race::forget(base, need);
-#if defined(MNISTDP_EMU_ASAN)
-    ASAN_UNPOISON_MEMORY_REGION(base, bytes);
-    ASAN_POISON_MEMORY_REGION(base + bytes, need - bytes);
-#endif
+    device_shadow::unpoison(base, bytes);
+    device_shadow::poison(base + bytes, need - bytes);
     return base;
   }
 
   void release(std::byte* base, std::size_t bytes, std::size_t slack) {
     std::size_t start = static_cast<std::size_t>(base - base_);
     std::size_t length = footprint(bytes, slack);
-#if defined(MNISTDP_EMU_ASAN)
-    ASAN_POISON_MEMORY_REGION(base, length);  // a use after free
-#endif
+    device_shadow::poison(base, length);  // a use after free
     std::lock_guard lock(mutex_);
     auto next = free_.lower_bound(start);
     if (next != free_.end() && start + length == next->first) {
@@ -101,6 +98,8 @@ class Range {
     const std::size_t last = (start + length) / kHugePage * kHugePage;
     if (first < last) madvise(base_ + first, last - first, MADV_DONTNEED);
   }
+
+  const std::byte* begin() const { return base_; }
 
   bool contains(const void* p) const {
     const auto* b = static_cast<const std::byte*>(p);
@@ -123,9 +122,11 @@ class Range {
  private:
   Range() {
     // Reserved with room to align it to a huge page.
-    void* p = mmap(nullptr, kReserved + kHugePage, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    void* p =
+        mmap(nullptr, kReserved + kHugePage, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) fail("mmap (reserving device memory's address range)");
-    base_ = static_cast<std::byte*>(p) + (kHugePage - reinterpret_cast<std::uintptr_t>(p) % kHugePage) % kHugePage;
+    base_ = static_cast<std::byte*>(p) +
+            (kHugePage - reinterpret_cast<std::uintptr_t>(p) % kHugePage) % kHugePage;
     madvise(base_, kReserved, MADV_HUGEPAGE);  // a hint: without huge pages, only slower
     free_.emplace(0, kReserved);
 #if !defined(MNISTDP_EMU_ASAN) && !defined(MNISTDP_EMU_RACE_CHECKS)
@@ -208,6 +209,14 @@ void release(std::byte* base, std::size_t bytes, std::size_t slack) {
 
 bool contains(const void* p) {
   return Range::get().contains(p);
+}
+
+const std::byte* begin() {
+  return Range::get().begin();
+}
+
+std::size_t bytes() {
+  return kReserved;
 }
 
 Access::Access() {

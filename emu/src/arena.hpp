@@ -28,6 +28,10 @@ void release(std::byte* base, std::size_t bytes, std::size_t slack);
 // Whether `p` lies in the range, in an allocation or not.
 bool contains(const void* p);
 
+// The range: every device allocation lies in [begin(), begin() + bytes()).
+const std::byte* begin();
+std::size_t bytes();
+
 // While one lives, on any thread, the host's threads may touch device memory. Nests.
 class Access {
  public:

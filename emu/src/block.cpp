@@ -25,6 +25,7 @@
 
 #include "emu/builtins.hpp"
 #include "emu/src/config.hpp"
+#include "emu/src/device_addresses.hpp"
 #include "emu/src/engine.hpp"
 #include "emu/src/sanitizer.hpp"
 
@@ -303,6 +304,7 @@ class Block {
       sync_tokens_ = std::make_unique<race::Token[]>(2 * (barriers_.size() + warps_.size()));
     }
     fault_.clear();
+    illegal_ = {};
     from_ = kScheduler;
     shared_variables_.clear();
   }
@@ -350,17 +352,22 @@ class Block {
     tls_block = this;
     const dim3 g = spec_->grid;
     block_races::enter(tokens_.accesses, index_.x + g.x * (index_.y + g.y * index_.z));
+    device_addresses::enter(spec_->device, spec_->name, illegal_);
     struct Reset {
       ~Reset() {
         tls_block = nullptr;
         block_races::leave();
+        device_addresses::leave();
       }
     } reset;
     while (true) {
+      // A GPU stops the kernel at its first illegal address; here the block stops at its next switch.
+      if (illegal_.seen) throw Fault(cudaErrorIllegalAddress, illegal_.message);
       if (!fault_.empty()) throw Fault(cudaErrorLaunchFailure, fault_);
       if (!runnable_.empty() || next_start_ < count_) {
         arrived(jump(take_next(), kScheduler));
       } else if (done_ == count_) {
+        if (illegal_.seen) throw Fault(cudaErrorIllegalAddress, illegal_.message);
         return;
       } else if (grid_waiting_ == count_ - done_ && grid_waiting_ > 0) {
         if (done_ > 0) fail_at(-1, "threads exited while others wait at grid.sync()");
@@ -809,6 +816,7 @@ class Block {
   SharedBytes dynamic_shared_{nullptr, AlignedDelete{16}};
   std::vector<SharedVariable> shared_variables_;
   std::string fault_;
+  device_addresses::IllegalAccess illegal_;  // the block's first access to an illegal address
 };
 
 Block& block_of_caller(const char* builtin) {

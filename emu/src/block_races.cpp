@@ -8,6 +8,7 @@
 
 #include "emu/builtins.hpp"
 #include "emu/src/config.hpp"
+#include "emu/src/device_addresses.hpp"
 #include "emu/src/engine.hpp"
 #include "emu/src/sanitizer.hpp"
 
@@ -273,16 +274,19 @@ void leave() {
 
 // SanitizerCoverage's callbacks, called before every load and store of 1 to 16 bytes in the code compiled
 // with -fsanitize-coverage=trace-loads,trace-stores (the kernels, in preset emu-asan; vectorising is off
-// there, so that no access is wider). C linkage ignores the pointee's type, which the compiler gives as an
-// integer of the access's size.
-// Most calls find no check running (every test of the preset that does not turn it on): they return after
-// one load and one test.
+// there, so that no access is wider). Each access goes to the check of device addresses
+// (device_addresses.hpp), then, where it runs, to the check of races between blocks. C linkage ignores the
+// pointee's type, which the compiler gives as an integer of the access's size. Most accesses are to a
+// thread's own stack or its block's shared memory, or to an allocation met just before: the address check
+// returns after a few compares, and the race check, off in most tests, after one load and one test.
 #define MNISTDP_EMU_ACCESS_HOOKS(bytes)                                            \
   extern "C" void __sanitizer_cov_load##bytes(const void* p) {                     \
+    mnistdp::emu::device_addresses::on_access(p, bytes, false);                    \
     if (__builtin_expect(mnistdp::emu::block_races::checked_launch != nullptr, 0)) \
       mnistdp::emu::block_races::on_access(p, bytes, false);                       \
   }                                                                                \
   extern "C" void __sanitizer_cov_store##bytes(const void* p) {                    \
+    mnistdp::emu::device_addresses::on_access(p, bytes, true);                     \
     if (__builtin_expect(mnistdp::emu::block_races::checked_launch != nullptr, 0)) \
       mnistdp::emu::block_races::on_access(p, bytes, true);                        \
   }

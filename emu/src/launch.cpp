@@ -54,16 +54,20 @@ class FirstFault {
   void note(const Fault& f) {
     std::lock_guard lock(mutex_);
     const std::string what = f.what();
-    if (what_.empty() || (only_aborted(what_) && !only_aborted(what))) what_ = what;
+    if (what_.empty() || (only_aborted(what_) && !only_aborted(what))) {
+      what_ = what;
+      code_ = f.code;
+    }
   }
   void rethrow() const {
-    if (!what_.empty()) throw Fault(cudaErrorLaunchFailure, what_);
+    if (!what_.empty()) throw Fault(code_, what_);
   }
 
  private:
   static bool only_aborted(const std::string& m) { return m.find("aborted: another block") != m.npos; }
   std::mutex mutex_;
   std::string what_;
+  cudaError_t code_ = cudaErrorLaunchFailure;
 };
 
 void run_grid(const LaunchSpec& spec, const std::function<void()>& body, int device, std::uint64_t launch) {
@@ -308,6 +312,7 @@ cudaError_t enqueue_launch(const LaunchSpec& spec, CUstream_st* stream_handle,
   // The spec's name points to storage that lives as long as the program (kernel_name's statics).
   auto kernel = std::make_shared<KernelLaunch>();
   kernel->spec = spec;
+  kernel->spec.device = device;
   kernel->body = std::make_shared<const std::function<void()>>(std::move(thread_body));
   kernel->device = device;
   kernel->number = next_launch_number();

@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <mutex>
 
@@ -16,9 +17,8 @@
 namespace mnistdp::emu {
 namespace {
 
-// The guard zone after each device allocation: poisoned for AddressSanitizer in its build, filled with a
-// pattern checked after every kernel in the others.
-constexpr std::size_t kGuardBytes = 256;
+// The guard zone after each device allocation (kGuardBytes): poisoned for AddressSanitizer in its build,
+// filled with a pattern checked after every kernel in the others.
 constexpr bool kGuardPattern = !sanitizer::kAddress;
 constexpr unsigned char kGuardByte = 0xA5;
 constexpr unsigned char kPoisonByte = 0xFF;  // every float and double of 0xFF bytes is a NaN
@@ -52,6 +52,14 @@ std::optional<Allocation> find_allocation(const void* p, std::size_t bytes, bool
   if (at >= a.base + a.bytes + (a.bytes == 0 ? 1 : 0)) return std::nullopt;
   if (whole) *whole = at + bytes <= a.base + a.bytes;
   return a;
+}
+
+std::optional<Allocation> allocation_below(const void* p) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  auto it = r.live.upper_bound(static_cast<const std::byte*>(p));
+  if (it == r.live.begin()) return std::nullopt;
+  return std::prev(it)->second;
 }
 
 std::vector<Allocation> live_allocations() {
@@ -107,7 +115,8 @@ cudaError_t cudaMalloc(void** ptr, std::size_t bytes) {
   {
     const mnistdp::emu::arena::Access access;
     std::memset(base, mnistdp::emu::kPoisonByte, bytes);
-    if (mnistdp::emu::kGuardPattern) std::memset(base + bytes, mnistdp::emu::kGuardByte, mnistdp::emu::kGuardBytes);
+    if (mnistdp::emu::kGuardPattern)
+      std::memset(base + bytes, mnistdp::emu::kGuardByte, mnistdp::emu::kGuardBytes);
   }
   void* p = base;
   {

@@ -24,6 +24,12 @@ struct Allocation {
 // The allocation holding [p, p + bytes), if p lies in one; `whole` is false when the range runs past its end.
 std::optional<Allocation> find_allocation(const void* p, std::size_t bytes, bool* whole);
 
+// The live allocation with the highest base at or below p, if any.
+std::optional<Allocation> allocation_below(const void* p);
+
+// The bytes after each device allocation that no other allocation holds.
+constexpr std::size_t kGuardBytes = 256;
+
 // Every live allocation, device and pinned, by base address.
 std::vector<Allocation> live_allocations();
 

@@ -26,6 +26,15 @@ __global__ void fill_kernel(float* __restrict__ out,  // [n]
   if (i < n) out[i] = value;
 }
 
+// Thread i copies in[i] for i <= n: one past the end of an allocation of n floats, with a bounds check off
+// by one.
+__global__ void copy_kernel(const float* __restrict__ in,  // [n], or [n + 1] for the twin
+                            float* __restrict__ out,       // [n + 1]
+                            int n) {
+  const int i = static_cast<int>(threadIdx.x);
+  if (i <= n) out[i] = in[i];
+}
+
 // The host's read of a value, which the compiler may not drop.
 float read_on_host(const float* p) {
   const volatile float* v = p;
@@ -58,6 +67,74 @@ void host_function_reads_device_memory() {
   CUDA_CHECK(cudaDeviceSynchronize());
 }
 
+// A kernel's accesses, checked against the allocations of its device and of the devices it may reach.
+void copy(const float* in, float* out) {
+  cuda::detail::launch<copy_kernel>(1, kCount + 1, 0, nullptr, in, out, kCount);
+  CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+void kernel_reads_past_end() {
+  DeviceBuffer<float> in(kCount), out(kCount + 1);
+  filled(in);
+  copy(in.data(), out.data());
+}
+
+void kernel_writes_past_end() {
+  DeviceBuffer<float> in(kCount + 1), out(kCount);
+  CUDA_CHECK(cudaMemset(in.data(), 0, in.bytes()));
+  copy(in.data(), out.data());
+}
+
+void kernel_reads_freed_memory() {
+  DeviceBuffer<float> out(kCount + 1);
+  float* freed = nullptr;
+  {
+    DeviceBuffer<float> in(kCount + 1);
+    CUDA_CHECK(cudaMemset(in.data(), 0, in.bytes()));
+    freed = in.data();
+  }
+  copy(freed, out.data());
+}
+
+// Device 1's allocation, read by a kernel on device 0, with or without peer access.
+void kernel_reads_another_device(bool peer_access) {
+  void* allocated = nullptr;
+  CUDA_CHECK(cudaSetDevice(1));
+  CUDA_CHECK(cudaMalloc(&allocated, (kCount + 1) * sizeof(float)));
+  auto* on_device_1 = static_cast<float*>(allocated);
+  CUDA_CHECK(cudaMemset(on_device_1, 0, (kCount + 1) * sizeof(float)));
+  CUDA_CHECK(cudaDeviceSynchronize());
+  CUDA_CHECK(cudaSetDevice(0));
+  if (peer_access) CUDA_CHECK(cudaDeviceEnablePeerAccess(1, 0));
+  DeviceBuffer<float> out(kCount + 1);
+  copy(on_device_1, out.data());
+  CUDA_CHECK(cudaFree(on_device_1));
+}
+
+void kernel_reads_another_device_without_peer_access() {
+  kernel_reads_another_device(false);
+}
+
+void kernel_reads_another_device_with_peer_access() {
+  kernel_reads_another_device(true);
+}
+
+void kernel_reads_to_the_end() {
+  DeviceBuffer<float> in(kCount + 1), out(kCount + 1);
+  CUDA_CHECK(cudaMemset(in.data(), 0, in.bytes()));
+  copy(in.data(), out.data());
+}
+
+// Pinned host memory is mapped into the devices' address space, as cudaMallocHost's is under unified
+// addressing.
+void kernel_reads_pinned_memory() {
+  PinnedBuffer<float> in(kCount + 1);
+  for (int i = 0; i <= kCount; ++i)
+    in.data()[i] = 1.0f;
+  DeviceBuffer<float> out(kCount + 1);
+  copy(in.data(), out.data());
+}
+
 // The twins: a copy to the host, and the emulated build's own device work.
 void host_reads_a_copy() {
   DeviceBuffer<float> buffer(kCount);
@@ -78,6 +155,13 @@ void device_work_reads_device_memory() {
 #endif
 
 constexpr Case kCases[] = {
+    {"kernel-reads-past-end", kernel_reads_past_end},
+    {"kernel-writes-past-end", kernel_writes_past_end},
+    {"kernel-reads-freed-memory", kernel_reads_freed_memory},
+    {"kernel-reads-another-device-without-peer-access", kernel_reads_another_device_without_peer_access},
+    {"kernel-reads-another-device-with-peer-access", kernel_reads_another_device_with_peer_access},
+    {"kernel-reads-to-the-end", kernel_reads_to_the_end},
+    {"kernel-reads-pinned-memory", kernel_reads_pinned_memory},
     {"host-reads-device-memory", host_reads_device_memory},
     {"host-reads-after-kernels", host_reads_after_kernels},
     {"host-function-reads-device-memory", host_function_reads_device_memory},

@@ -124,8 +124,8 @@ TEST_CASE("a shuffle with a lane missing stops the kernel and names it", "[emu]"
                {"shuffle_with_a_lane_missing_kernel", "__shfl_xor_sync", "(31,0,0)"});
 }
 
-// Under AddressSanitizer (preset emu-asan) allocations have no guard zone: ASan reports the store itself, and
-// the sanitizer probes (sanitizer_probe.cu) check that report.
+// Under AddressSanitizer (preset emu-asan) the guard zone is poisoned: ASan reports the store itself, and the
+// sanitizer probes (sanitizer_probe.cu) check that report.
 #if !defined(MNISTDP_EMU_ASAN)  // emu/src/sanitizer.hpp's word for AddressSanitizer, whichever compiler
 TEST_CASE("a store past the end of an allocation stops the kernel and names it", "[emu]") {
   DeviceBuffer<float> p(10);

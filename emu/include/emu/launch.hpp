@@ -27,6 +27,7 @@ struct LaunchSpec {
   std::size_t shared_bytes = 0;
   bool cooperative = false;
   bool programmatic = false;
+  int device = 0;  // the launch's stream's: set when it is enqueued
 };
 
 // Enqueues the launch on `stream`: `thread_body` is called once by each emulated thread. Returns the
