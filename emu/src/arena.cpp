@@ -219,14 +219,6 @@ std::size_t bytes() {
   return kReserved;
 }
 
-Access::Access() {
-  Range::get().open();
-}
-
-Access::~Access() {
-  Range::get().close();
-}
-
 }  // namespace mnistdp::emu::arena
 
 namespace mnistdp::emu {

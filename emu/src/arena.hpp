@@ -13,6 +13,8 @@
 // hundreds of megabytes.
 #include <cstddef>
 
+#include "emu/device_work.hpp"
+
 namespace mnistdp::emu::arena {
 
 // cudaMalloc's guarantee.
@@ -32,13 +34,8 @@ bool contains(const void* p);
 const std::byte* begin();
 std::size_t bytes();
 
-// While one lives, on any thread, the host's threads may touch device memory. Nests.
-class Access {
- public:
-  Access();
-  ~Access();
-  Access(const Access&) = delete;
-  Access& operator=(const Access&) = delete;
-};
+// While one lives, on any thread, the host's threads may touch device memory. Nests. The emulator's name
+// for what host code standing in for device work holds (emu/device_work.hpp).
+using Access = DeviceWork;
 
 }  // namespace mnistdp::emu::arena
