@@ -105,12 +105,14 @@ namespace {
 
 // The last kernel against the plain launches, on one shape with one SGD setting. misaligned_dy: dy one float
 // into its allocation, so that its rows are not 16-byte aligned and the kernel loads it as scalars.
+// others: the parameters after the layer's weights.
 void check_weight_gradient_sgd(int batch, int in, int out, const SgdConfig& cfg, bool first_step,
-                               bool misaligned_dy = false) {
-  CAPTURE(batch, in, out, cfg.lr, cfg.momentum, cfg.dampening, cfg.weight_decay, cfg.nesterov, first_step,
-          misaligned_dy);
+                               bool misaligned_dy = false, std::size_t others = 0) {
   const auto weights = static_cast<std::size_t>(out) * static_cast<std::size_t>(in);
-  const std::size_t n = weights + static_cast<std::size_t>(out) + 37;  // the layer's weights, then others
+  if (others == 0) others = static_cast<std::size_t>(out) + 37;
+  CAPTURE(batch, in, out, others, cfg.lr, cfg.momentum, cfg.dampening, cfg.weight_decay, cfg.nesterov,
+          first_step, misaligned_dy);
+  const std::size_t n = weights + others;  // the layer's weights, then others
   Rng rng(static_cast<std::uint64_t>(batch) * 7919u + static_cast<std::uint64_t>(in) * 31u +
           static_cast<std::uint64_t>(out) + (first_step ? 1u : 0u));
   auto dy = random_floats(static_cast<std::size_t>(batch) * static_cast<std::size_t>(out), rng);
@@ -191,6 +193,15 @@ TEST_CASE("the weight gradient with SGD equals the weight GEMM and sgd_step to t
   // Rows in groups of 4 but not 16-byte aligned: scalar loads.
   if (out % 4 == 0)
     check_weight_gradient_sgd(batch, in, out, sgd_config(0.03f, 0.8f, 0.25f, 5e-4f, false), false, true);
+}
+
+// Past the grid's cap of 8,192 blocks of 128 threads (99 weight items and 1,049,576 others): threads go round
+// their grid-stride loop more than once. Not under a sanitizer, which would take minutes over its million
+// emulated threads (tests/CMakeLists.txt).
+TEST_CASE("the weight gradient with SGD goes round its grid-stride loop past 8192 blocks, to the bit",
+          "[gpu][fused_step]") {
+  check_weight_gradient_sgd(7, 33, 20, sgd_config(0.03f, 0.8f, 0.25f, 5e-4f, false), false, false,
+                            std::size_t{8192} * 128 + 1000);
 }
 
 TEST_CASE("the weight gradient with SGD equals sgd_step to the bit with every option", "[gpu][fused_step]") {

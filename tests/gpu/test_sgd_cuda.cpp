@@ -19,11 +19,26 @@ struct NamedConfig {
   SgdConfig cfg;
 };
 
+// sgd_step against ref::sgd_step on n parameters: every option, aligned buffers and not, three steps.
+void check_sgd_step(std::size_t n);
+
 }  // namespace
 
 TEST_CASE("sgd_step matches the reference to the bit with every option", "[gpu][sgd]") {
   // 203,530: the model's parameter count.
-  const std::size_t n = GENERATE(from_range(sweep<std::size_t>({1, 7, 1000, 203530}, {1, 7, 1000, 4099})));
+  check_sgd_step(GENERATE(from_range(sweep<std::size_t>({1, 7, 1000, 203530}, {1, 7, 1000, 4099}))));
+}
+
+// Past the grid's cap of 4,096 blocks of 256 threads, aligned (4,198,403 / 4 quads for 1,048,576 threads)
+// or not (4,198,403 elements): threads go round their grid-stride loop more than once. Not under a
+// sanitizer, which would take minutes over its million emulated threads (tests/CMakeLists.txt).
+TEST_CASE("sgd_step goes round its grid-stride loop past 4096 blocks, to the bit", "[gpu][sgd]") {
+  check_sgd_step(4198403);
+}
+
+namespace {
+
+void check_sgd_step(std::size_t n) {
   const NamedConfig named =
       GENERATE(NamedConfig{"plain", sgd_config(0.01f, 0.0f, 0.0f, 0.0f, false)},
                NamedConfig{"momentum", sgd_config(0.05f, 0.9f, 0.0f, 0.0f, false)},
@@ -68,3 +83,5 @@ TEST_CASE("sgd_step matches the reference to the bit with every option", "[gpu][
   // The element before the buffers is not theirs: still the poison.
   if (offset == 1) CHECK(std::isnan(to_host(d_params.data(), 1).front()));
 }
+
+}  // namespace
