@@ -24,8 +24,8 @@ stage "test default" ctest --preset default -j "$(nproc)" "$@"
 # kernels and the command line's CUDA path, executed on the CPU. Their entries are named "emulated:".
 # Only what those entries run (the GPU benchmarks for their --check-only entries): the preset's CPU suite and
 # other benchmarks (built and run by preset default) took 2.6 of its build's 6.6 CPU-minutes.
-stage "build emu" scripts/build.sh emu mnist-dp checkpoint_tool mnistdp_gpu_tests mnistdp_emu_tests mnist-dp-bench \
-  mnist-dp-allreduce-bench
+stage "build emu" scripts/build.sh emu mnist-dp checkpoint_tool mnistdp_gpu_tests mnistdp_emu_tests \
+  mnistdp_emu_address_probe mnist-dp-bench mnist-dp-allreduce-bench
 stage "test emu: the CUDA path on emulated devices" ctest --preset emu -L emu -j "$(nproc)"
 if $quick; then
   stages_report
