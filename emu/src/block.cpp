@@ -210,6 +210,7 @@ struct NamedBarrier {
 };
 
 struct WarpCollective {
+  const char* what = "__shfl_xor_sync";  // or "__syncwarp"
   unsigned mask = 0;
   unsigned arrived = 0;
   unsigned reads = 0;
@@ -433,6 +434,16 @@ class Block {
   }
 
   std::uint64_t shuffle_xor(unsigned mask, std::uint64_t value, int lane_mask, int width) {
+    return in_warp("__shfl_xor_sync", mask, value, lane_mask, width);
+  }
+
+  // __syncwarp(mask): the lanes the mask names wait for each other, and what each wrote before is seen by
+  // the others after (the CUDA programming guide: "__syncwarp() ... guarantees memory ordering among threads
+  // participating in the barrier"). A collective that exchanges nothing, checked as a shuffle is.
+  void sync_warp(unsigned mask) { in_warp("__syncwarp", mask, 0, 0, 32); }
+
+  // A warp collective, `what`: a shuffle's exchange, or the barrier alone.
+  std::uint64_t in_warp(const char* what, unsigned mask, std::uint64_t value, int lane_mask, int width) {
     const int self = current_;
     const Warp& w = warps_[static_cast<std::size_t>(self / 32)];
     const race::Token* token = warp_token(self / 32, w.lane_generation[self % 32]);
@@ -440,35 +451,39 @@ class Block {
     std::uint64_t out = 0;
     {
       const InEmulator bookkeeping(*this);
-      out = exchange_in_warp(mask, value, lane_mask, width);
+      out = exchange_in_warp(what, mask, value, lane_mask, width);
     }
     if (token) token->acquire();
     return out;
   }
 
-  std::uint64_t exchange_in_warp(unsigned mask, std::uint64_t value, int lane_mask, int width) {
+  std::uint64_t exchange_in_warp(const char* what, unsigned mask, std::uint64_t value, int lane_mask,
+                                 int width) {
     const int self = current_;
     const int lane = self % 32;
     Warp& w = warps_[static_cast<std::size_t>(self / 32)];
-    if (width != 32) fail_at(self, "__shfl_xor_sync with a width other than 32 is not emulated");
+    const std::string call = what;
+    if (width != 32) fail_at(self, call + " with a width other than 32 is not emulated");
     if (((mask >> lane) & 1u) == 0)
-      fail_at(self, "__shfl_xor_sync with mask " + hex(mask) + ", which does not name the calling lane " +
+      fail_at(self, call + " with mask " + hex(mask) + ", which does not name the calling lane " +
                         std::to_string(lane));
     const int warp_base = self - lane;
     if (const unsigned missing = mask & ~w.present; missing != 0)
-      fail_at(self, "__shfl_xor_sync with mask " + hex(mask) + ", which names lane " +
+      fail_at(self, call + " with mask " + hex(mask) + ", which names lane " +
                         std::to_string(std::countr_zero(missing)) + " of a warp that has no such thread");
     if (const unsigned gone = mask & w.exited; gone != 0)
-      fail_at(self, "__shfl_xor_sync with mask " + hex(mask) + ", but lane " +
-                        std::to_string(std::countr_zero(gone)) + " has exited: it will never arrive");
+      fail_at(self, call + " with mask " + hex(mask) + ", but lane " + std::to_string(std::countr_zero(gone)) +
+                        " has exited: it will never arrive");
     const std::uint64_t generation = w.lane_generation[lane]++;
     WarpCollective& c = w.collective[generation % 2];
     if (c.arrived == 0) {
+      c.what = what;
       c.mask = mask;
       c.generation = generation;
-    } else if (c.mask != mask || c.generation != generation) {
-      fail_at(self, "lanes of one warp reached different collectives (masks " + hex(c.mask) + " and " +
-                        hex(mask) + "): every lane a mask names must make the same call");
+    } else if (c.mask != mask || c.generation != generation || call != c.what) {
+      fail_at(self, "lanes of one warp reached different collectives (" + std::string(c.what) + " with mask " +
+                        hex(c.mask) + " and " + call + " with mask " + hex(mask) +
+                        "): every lane a mask names must make the same call");
     }
     c.values[lane] = value;
     c.arrived |= 1u << lane;
@@ -482,7 +497,7 @@ class Block {
     suspend();
     const int source = lane ^ lane_mask;
     if (source > 31 || ((mask >> source) & 1u) == 0)
-      fail_at(self, "__shfl_xor_sync reads lane " + std::to_string(source) + ", which the mask " + hex(mask) +
+      fail_at(self, call + " reads lane " + std::to_string(source) + ", which the mask " + hex(mask) +
                         " does not name");
     const std::uint64_t out = c.values[source];
     if (++c.reads == static_cast<unsigned>(std::popcount(mask))) {
@@ -649,7 +664,7 @@ class Block {
       for (const WarpCollective& c : warps_[w].collective) {
         if (c.arrived == 0) continue;
         out += "warp " + std::to_string(w) + ": lanes " + hex(c.arrived) +
-               " wait at __shfl_xor_sync for lanes " + hex(c.mask & ~c.arrived) + "; ";
+               " wait at " + c.what + " for lanes " + hex(c.mask & ~c.arrived) + "; ";
       }
     }
     out += std::to_string(done_) + " threads exited";
@@ -778,7 +793,7 @@ class Block {
     warps_[static_cast<std::size_t>(t / 32)].exited |= 1u << lane;
     for (const WarpCollective& c : warps_[static_cast<std::size_t>(t / 32)].collective) {
       if (c.arrived != 0 && ((c.mask >> lane) & 1u) && !((c.arrived >> lane) & 1u))
-        fail_at(t, "exited while lanes " + hex(c.arrived) + " of its warp wait for it at __shfl_xor_sync");
+        fail_at(t, "exited while lanes " + hex(c.arrived) + " of its warp wait for it at " + c.what);
     }
     if (grid_waiting_ > 0) fail_at(t, "exited while threads of its block wait at grid.sync()");
   }
@@ -861,6 +876,10 @@ void named_barrier(int id, int threads) {
 
 std::uint64_t shuffle_xor(unsigned mask, std::uint64_t value, int lane_mask, int width) {
   return block_of_caller("__shfl_xor_sync").shuffle_xor(mask, value, lane_mask, width);
+}
+
+void sync_warp(unsigned mask) {
+  block_of_caller("__syncwarp").sync_warp(mask);
 }
 
 void grid_sync() {

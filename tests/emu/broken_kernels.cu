@@ -58,6 +58,22 @@ __global__ void shuffle_with_a_lane_missing_kernel(float* __restrict__ out) {  /
   out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, static_cast<float>(threadIdx.x), 1);
 }
 
+// Each lane reads the slot its neighbour wrote to the warp's shared array, after __syncwarp() or without it.
+template <bool kSyncWarp>
+__global__ void warp_neighbour_kernel(float* __restrict__ out) {  // [32]
+  using Slots = float[32];
+  MNISTDP_SHARED(Slots, slots);
+  slots[threadIdx.x] = static_cast<float>(threadIdx.x);
+  if constexpr (kSyncWarp) __syncwarp();
+  out[threadIdx.x] = slots[(threadIdx.x + 1) % 32];
+}
+
+__global__ void syncwarp_with_a_lane_missing_kernel(float* __restrict__ out) {  // [32]
+  if (threadIdx.x == 31) return;
+  out[threadIdx.x] = 1.0f;
+  __syncwarp();
+}
+
 __global__ void store_past_the_end_kernel(float* __restrict__ p,  // [n]
                                           int n) {
   if (threadIdx.x == 0) p[n] = 1.0f;
@@ -133,6 +149,17 @@ void copy(const float* src, float* dst, int n, cudaStream_t stream) {
 
 void shuffle_with_a_lane_missing(float* out, cudaStream_t stream) {
   cuda::detail::launch<shuffle_with_a_lane_missing_kernel>(1, 32, 0, stream, out);
+}
+
+void warp_neighbour(float* out, bool sync_warp, cudaStream_t stream) {
+  if (sync_warp)
+    cuda::detail::launch<warp_neighbour_kernel<true>>(1, 32, 0, stream, out);
+  else
+    cuda::detail::launch<warp_neighbour_kernel<false>>(1, 32, 0, stream, out);
+}
+
+void syncwarp_with_a_lane_missing(float* out, cudaStream_t stream) {
+  cuda::detail::launch<syncwarp_with_a_lane_missing_kernel>(1, 32, 0, stream, out);
 }
 
 void store_past_the_end(float* p, int n, cudaStream_t stream) {

@@ -22,6 +22,12 @@ void copy(const float* src, float* dst, int n, cudaStream_t stream);
 // One warp whose lane 31 returns before the others' __shfl_xor_sync over the full mask.
 void shuffle_with_a_lane_missing(float* out, cudaStream_t stream);
 
+// One warp: out[lane] = what lane + 1 (mod 32) wrote to shared memory, read after __syncwarp() or without it.
+void warp_neighbour(float* out, bool sync_warp, cudaStream_t stream);
+
+// One warp whose lane 31 returns before the others' __syncwarp() over the full mask.
+void syncwarp_with_a_lane_missing(float* out, cudaStream_t stream);
+
 // Writes p[n], one past the end of an allocation of n floats.
 void store_past_the_end(float* p, int n, cudaStream_t stream);
 

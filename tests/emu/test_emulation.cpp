@@ -4,6 +4,7 @@
 #include <nccl.h>
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -62,6 +63,29 @@ TEST_CASE("a missing __syncthreads() before reading shared memory changes the re
   emu_test::block_sum(in.data(), out.data(), threads, /*barrier=*/false, s.get());
   s.synchronize();
   CHECK(std::isnan(to_host(out)[0]));
+}
+
+TEST_CASE("a missing __syncwarp() before reading a neighbour lane's shared slot changes the result", "[emu]") {
+  DeviceBuffer<float> out(32);
+  Stream s;
+  emu_test::warp_neighbour(out.data(), /*sync_warp=*/true, s.get());
+  s.synchronize();
+  std::vector<float> want(32);
+  for (int lane = 0; lane < 32; ++lane)
+    want[static_cast<std::size_t>(lane)] = static_cast<float>((lane + 1) % 32);
+  CHECK(to_host(out) == want);
+  // Without it each lane runs to its read before the lanes scheduled after it have written: NaN.
+  emu_test::warp_neighbour(out.data(), /*sync_warp=*/false, s.get());
+  s.synchronize();
+  const auto got = to_host(out);
+  CHECK(std::count_if(got.begin(), got.end(), [](float v) { return std::isnan(v); }) > 0);
+}
+
+TEST_CASE("a __syncwarp() with a lane missing stops the kernel and names it", "[emu]") {
+  DeviceBuffer<float> out(32);
+  Stream s;
+  emu_test::syncwarp_with_a_lane_missing(out.data(), s.get());
+  expect_fault([&] { s.synchronize(); }, {"syncwarp_with_a_lane_missing_kernel", "__syncwarp", "(31,0,0)"});
 }
 
 TEST_CASE("static shared memory starts as NaN in every block, so a read nobody wrote shows", "[emu]") {

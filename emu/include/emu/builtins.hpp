@@ -20,6 +20,7 @@ namespace mnistdp::emu {
 void sync_threads();
 void named_barrier(int id, int threads);
 std::uint64_t shuffle_xor(unsigned mask, std::uint64_t value, int lane_mask, int width);
+void sync_warp(unsigned mask);
 void grid_sync();
 void* dynamic_shared_memory();
 // The running block's storage of the shared variable declared at `tag` (one per declaration): allocated,

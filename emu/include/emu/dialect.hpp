@@ -29,6 +29,10 @@ inline void __syncthreads() {
   ::mnistdp::emu::sync_threads();
 }
 
+inline void __syncwarp(unsigned mask = 0xffffffffu) {
+  ::mnistdp::emu::sync_warp(mask);
+}
+
 template <typename T>
 inline T __shfl_xor_sync(unsigned mask, T value, int lane_mask, int width = warpSize) {
   static_assert(sizeof(T) <= sizeof(std::uint64_t) && std::is_trivially_copyable_v<T>);
