@@ -472,8 +472,8 @@ class Block {
       fail_at(self, call + " with mask " + hex(mask) + ", which names lane " +
                         std::to_string(std::countr_zero(missing)) + " of a warp that has no such thread");
     if (const unsigned gone = mask & w.exited; gone != 0)
-      fail_at(self, call + " with mask " + hex(mask) + ", but lane " + std::to_string(std::countr_zero(gone)) +
-                        " has exited: it will never arrive");
+      fail_at(self, call + " with mask " + hex(mask) + ", but lane " +
+                        std::to_string(std::countr_zero(gone)) + " has exited: it will never arrive");
     const std::uint64_t generation = w.lane_generation[lane]++;
     WarpCollective& c = w.collective[generation % 2];
     if (c.arrived == 0) {
@@ -481,8 +481,8 @@ class Block {
       c.mask = mask;
       c.generation = generation;
     } else if (c.mask != mask || c.generation != generation || call != c.what) {
-      fail_at(self, "lanes of one warp reached different collectives (" + std::string(c.what) + " with mask " +
-                        hex(c.mask) + " and " + call + " with mask " + hex(mask) +
+      fail_at(self, "lanes of one warp reached different collectives (" + std::string(c.what) +
+                        " with mask " + hex(c.mask) + " and " + call + " with mask " + hex(mask) +
                         "): every lane a mask names must make the same call");
     }
     c.values[lane] = value;
@@ -663,8 +663,8 @@ class Block {
     for (std::size_t w = 0; w < warps_.size(); ++w) {
       for (const WarpCollective& c : warps_[w].collective) {
         if (c.arrived == 0) continue;
-        out += "warp " + std::to_string(w) + ": lanes " + hex(c.arrived) +
-               " wait at " + c.what + " for lanes " + hex(c.mask & ~c.arrived) + "; ";
+        out += "warp " + std::to_string(w) + ": lanes " + hex(c.arrived) + " wait at " + c.what +
+               " for lanes " + hex(c.mask & ~c.arrived) + "; ";
       }
     }
     out += std::to_string(done_) + " threads exited";
