@@ -207,10 +207,6 @@ void release(std::byte* base, std::size_t bytes, std::size_t slack) {
   Range::get().release(base, bytes, slack);
 }
 
-bool contains(const void* p) {
-  return Range::get().contains(p);
-}
-
 const std::byte* begin() {
   return Range::get().begin();
 }

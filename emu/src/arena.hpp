@@ -27,9 +27,6 @@ std::byte* allocate(std::size_t bytes, std::size_t slack);
 // Gives back what allocate(bytes, slack) returned.
 void release(std::byte* base, std::size_t bytes, std::size_t slack);
 
-// Whether `p` lies in the range, in an allocation or not.
-bool contains(const void* p);
-
 // The range: every device allocation lies in [begin(), begin() + bytes()).
 const std::byte* begin();
 std::size_t bytes();

@@ -17,9 +17,14 @@
 namespace mnistdp::emu {
 namespace {
 
-// The guard zone after each device allocation (kGuardBytes): poisoned for AddressSanitizer in its build,
-// filled with a pattern checked after every kernel in the others.
+// The guard zone after each device allocation (kGuardBytes): poisoned for AddressSanitizer in its build and
+// for the shadow check of preset emu (device_shadow.hpp), which see every access to it; filled with a pattern
+// checked after every kernel only where neither runs (preset emu-tsan).
+#if defined(MNISTDP_EMU_DEVICE_SHADOW)
+constexpr bool kGuardPattern = false;
+#else
 constexpr bool kGuardPattern = !sanitizer::kAddress;
+#endif
 constexpr unsigned char kGuardByte = 0xA5;
 constexpr unsigned char kPoisonByte = 0xFF;  // every float and double of 0xFF bytes is a NaN
 
