@@ -1,6 +1,10 @@
-// cuBLAS's single-precision GEMM on the emulated devices: each element of C summed over k in order with fused
-// multiply-adds. cuBLAS documents no summation order, so the project's tests hold its results to a tolerance,
-// never to the bit; TF32 mode rounds both inputs to TF32 first, as tensor cores do.
+// cuBLAS's single-precision GEMM on the emulated devices. cuBLAS documents no summation order, and picks its
+// kernel (tile shapes, split-k) by the shape and the GPU, so the project's tests hold its results to a
+// tolerance, never to the bit. This one sums each element of C in another order than the hand-written GEMMs
+// (which go along k from 0 with fused multiply-adds), so that a test holding cuBLAS to their bits fails here
+// as it would on a GPU: k is split into 2 to 4 contiguous ranges, as a split-k kernel splits it, the number
+// drawn from MNISTDP_EMU_SEED and the shape; each range is summed in order with fused multiply-adds and the
+// ranges' sums are added last to first. TF32 mode rounds both inputs to TF32 first, as tensor cores do.
 #include <cublas_v2.h>
 
 #include <algorithm>
@@ -10,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "emu/src/config.hpp"
 #include "emu/src/engine.hpp"
 
 struct cublasContext {
@@ -114,6 +119,14 @@ cublasStatus_t cublasSgemm(cublasHandle_t handle, cublasOperation_t trans_a, cub
   const float al = *alpha;
   const float be = *beta;
   const bool tf32 = handle->math == CUBLAS_TF32_TENSOR_OP_MATH;
+  // The split of k: ranges [split_begin(r), split_begin(r + 1)), as even as k allows.
+  const std::uint64_t shape = (static_cast<std::uint64_t>(m) << 42) ^ (static_cast<std::uint64_t>(n) << 21) ^
+                              static_cast<std::uint64_t>(k);
+  const int splits = std::min(
+      k, 2 + static_cast<int>(mnistdp::emu::mix(mnistdp::emu::config().seed ^ 0x63624c53ull, shape) % 3));
+  const auto split_begin = [k, splits](int r) {
+    return static_cast<int>(static_cast<long>(k) * r / std::max(splits, 1));
+  };
   mnistdp::emu::Op op;
   op.what = "cublasSgemm";
   op.run = [=] {
@@ -130,7 +143,7 @@ cublasStatus_t cublasSgemm(cublasHandle_t handle, cublasOperation_t trans_a, cub
     }
     mnistdp::emu::device_operation_touches("cublasSgemm", c, span(m, n, ldc), true);
     // op(A) [m, k] and op(B) [k, n] copied column-major (rounded to TF32 where asked), so that the loop over
-    // a column of C runs along contiguous memory; each element's sum is still over p in order.
+    // a column of C runs along contiguous memory.
     std::vector<float> opa(static_cast<std::size_t>(m) * k);
     std::vector<float> opb(static_cast<std::size_t>(k) * n);
     for (int p = 0; p < k; ++p)
@@ -146,13 +159,19 @@ cublasStatus_t cublasSgemm(cublasHandle_t handle, cublasOperation_t trans_a, cub
         opb[static_cast<std::size_t>(j) * k + p] = tf32 ? to_tf32(v) : v;
       }
     std::vector<float> acc(static_cast<std::size_t>(m));
+    std::vector<float> part(static_cast<std::size_t>(m));
     for (int j = 0; j < n; ++j) {
       std::fill(acc.begin(), acc.end(), 0.0f);
-      for (int p = 0; p < k; ++p) {
-        const float y = opb[static_cast<std::size_t>(j) * k + p];
-        const float* col = opa.data() + static_cast<std::size_t>(p) * m;
+      for (int r = splits - 1; r >= 0; --r) {
+        std::fill(part.begin(), part.end(), 0.0f);
+        for (int p = split_begin(r); p < split_begin(r + 1); ++p) {
+          const float y = opb[static_cast<std::size_t>(j) * k + p];
+          const float* col = opa.data() + static_cast<std::size_t>(p) * m;
+          for (int i = 0; i < m; ++i)
+            part[static_cast<std::size_t>(i)] = std::fma(col[i], y, part[static_cast<std::size_t>(i)]);
+        }
         for (int i = 0; i < m; ++i)
-          acc[static_cast<std::size_t>(i)] = std::fma(col[i], y, acc[static_cast<std::size_t>(i)]);
+          acc[static_cast<std::size_t>(i)] += part[static_cast<std::size_t>(i)];
       }
       float* out = c + static_cast<long>(j) * ldc;
       for (int i = 0; i < m; ++i)  // beta 0: C is not read, as cuBLAS promises

@@ -9,8 +9,10 @@
 // that a replay read the wrong rows, a stale buffer or the wrong settings. cuBLAS may pick another algorithm
 // while a stream is being captured, so for it the comparison is the normwise 1e-5 of the other GPU tests.
 // The fused head sums every element in the order of the hand-written GEMMs
-// (kernels/cuda/fused/classifier_head.hpp), so it too must agree to the bit with them; with cuBLAS, whose fc2
-// products it replaces, within 1e-5.
+// (kernels/cuda/fused/classifier_head.hpp), so it too must agree to the bit with them. With cuBLAS, whose
+// products the fused kernels replace, the two runs sum in two orders, and two correct orders drift apart
+// over a hundred steps of training, on a GPU as on emulated devices: such a run is held to the drift of a
+// control (check_drift).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -138,6 +140,36 @@ Run train(const DataSplits& data, const CudaStepOptions& options, int replicas, 
   return run;
 }
 
+// The largest normwise relative difference between two runs' parameters, momentum and losses.
+double distance(const Run& a, const Run& b) {
+  double d = 0.0;
+  for (std::size_t r = 0; r < std::min(a.params.size(), b.params.size()); ++r) {
+    d = std::max(d, max_rel_error(a.params[r], b.params[r]));
+    d = std::max(d, max_rel_error(a.momentum[r], b.momentum[r]));
+  }
+  for (std::size_t s = 0; s < std::min(a.losses.size(), b.losses.size()); ++s)
+    d = std::max(d, rel_error(a.losses[s], b.losses[s]));
+  return d;
+}
+
+// A run whose products are partly cuBLAS's and partly the fused kernels' (`mixed`) against the plain path's
+// with cuBLAS (`plain`). The fused kernels sum in the hand-written GEMMs' order and cuBLAS in its own, which
+// no GPU promises to be theirs (docs/kernels.md, "What holds to the bit on a GPU"), so the two runs drift
+// apart as the steps compound their roundings. `control`, the plain path with every product hand-written, is
+// as far from `plain` as two correct orders of the same sums end up after as many steps: `mixed`, which
+// changes fewer products' order, must end no farther than twice that (a wrong or stale operand would put it
+// orders of magnitude farther), and never needs to be nearer than the products' own 1e-5.
+void check_drift(const Run& mixed, const Run& plain, const Run& control) {
+  REQUIRE(mixed.steps == kSteps);
+  REQUIRE(plain.steps == kSteps);
+  REQUIRE(control.steps == kSteps);
+  const double drift = distance(control, plain);
+  const double got = distance(mixed, plain);
+  CAPTURE(drift, got);
+  CHECK(got <= std::max(1e-5, 2.0 * drift));
+  if (!plain.losses.empty()) CHECK(plain.losses.back() < plain.losses.front());
+}
+
 void check_same(const Run& graphs, const Run& plain, GemmImpl gemm) {
   REQUIRE(plain.steps == kSteps);
   REQUIRE(graphs.steps == kSteps);
@@ -220,10 +252,16 @@ TEST_CASE("the fused head gives the plain path's parameters across epochs, with 
   const DataSplits data = testing::synthetic_splits(kTrainRows, 10, 47);
   // One plain run, the same for both fused runs: it does not depend on graphs.
   const Run plain = train(data, {gemm, false, false}, replicas, reduce, true);
+  std::optional<Run> control;
+  if (gemm == GemmImpl::cublas)
+    control = train(data, {GemmImpl::naive, false, false}, replicas, reduce, true);
   for (const bool graphs : {false, true}) {
     CAPTURE(gemm_impl_name(gemm), graphs, replicas);
     const Run fused = train(data, {gemm, graphs, true}, replicas, reduce, true);
-    check_same(fused, plain, gemm);
+    if (control)
+      check_drift(fused, plain, *control);
+    else
+      check_same(fused, plain, gemm);
     for (std::size_t r = 0; r < fused.fused_head_steps.size(); ++r) {
       CAPTURE(r);
       CHECK(plain.fused_head_steps[r] == 0);
@@ -243,7 +281,7 @@ TEST_CASE("the fused step gives the plain path's parameters across epochs", "[gp
   // One replica through NCCL at world size 1: a lone replica, whose steps the trainer hands it whole, and
   // each step after the first (momentum's, the plain way) runs as the three kernels, launched or replayed.
   // The plain run's kernels sum in the same orders, so the parameters, the momentum and every logged loss
-  // agree to the bit; with cuBLAS, whose products the fused kernels replace, within 1e-5.
+  // agree to the bit; with cuBLAS, whose products the fused kernels replace, within a control's drift.
   const GemmImpl gemm = GENERATE(from_range(sweep<GemmImpl>(
       {GemmImpl::blocked, GemmImpl::slab, GemmImpl::naive, GemmImpl::cublas}, {GemmImpl::slab})));
   const bool observe = GENERATE(true, false);
@@ -254,7 +292,12 @@ TEST_CASE("the fused step gives the plain path's parameters across epochs", "[gp
   const CudaStepOptions fast{gemm, /*cuda_graphs=*/true, /*fused_head=*/true, /*fused_step=*/true};
   const Run plain = train(data, {gemm, false, false, false}, 1, Reduce::nccl, observe, kBatch, momentum);
   const Run fused = train(data, fast, 1, Reduce::nccl, observe, kBatch, momentum);
-  check_same(fused, plain, gemm);
+  if (gemm == GemmImpl::cublas)
+    check_drift(
+        fused, plain,
+        train(data, {GemmImpl::naive, false, false, false}, 1, Reduce::nccl, observe, kBatch, momentum));
+  else
+    check_same(fused, plain, gemm);
   // With momentum, step 0 (the buffer's first step) runs the plain way. The first step of each shape (the
   // full batch, the short one) launches the three kernels one by one and the second captures them: 4
   // enqueued; every other step is a replay.
