@@ -1,6 +1,10 @@
 // NCCL over the emulated devices of this process: an all-reduce is one operation per rank, and the engine
 // runs them together once every rank's call has reached the head of its stream (engine.hpp), so that ranks
-// driven from one thread, or from several, never deadlock. The sum is taken in rank order.
+// driven from one thread, or from several, never deadlock. Across processes (ncclGetUniqueId and
+// ncclCommInitRankConfig, one rank per process), the ranks meet in shared memory (nccl_processes.hpp): each
+// rank's all-reduce is an operation of its own, which waits there for its peers'. Either way the sum is
+// taken in the order of NCCL's ring (nccl_ring.hpp), so that a sum of three ranks or more differs in its
+// last bits from chunk to chunk as NCCL's does.
 //
 // A non-blocking communicator (ncclConfig_t::blocking = 0) keeps NCCL's contract to the letter: each of its
 // calls (ncclCommInitRankConfig, ncclAllReduce, ncclCommFinalize) may return ncclInProgress, and the caller
@@ -15,6 +19,7 @@
 #include <nccl.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -24,10 +29,13 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "emu/src/config.hpp"
 #include "emu/src/engine.hpp"
+#include "emu/src/nccl_processes.hpp"
+#include "emu/src/nccl_ring.hpp"
 
 namespace {
 
@@ -91,6 +99,8 @@ struct Pending {
 
 struct ncclComm {
   std::shared_ptr<Clique> clique;
+  // A rank of a communicator across processes; null for a world of one and ncclCommInitAll's cliques.
+  std::shared_ptr<mnistdp::emu::nccl::Link> link;
   int rank = 0;
   int device = 0;
   std::uint64_t calls = 0;
@@ -111,6 +121,18 @@ struct ncclComm {
 };
 
 namespace {
+
+// A failure that a peer's process or the shared memory has reported becomes the communicator's error: the
+// call in progress, if any, will not complete.
+void adopt_link_failure(ncclComm& c) {
+  if (!c.link || c.async != ncclSuccess) return;
+  if (const auto f = c.link->failure()) {
+    c.async = f->code;
+    c.async_message = f->message;
+    c.pending.reset();
+    fail(c.async, c.async_message);
+  }
+}
 
 // The poll that may complete the pending call.
 void advance(ncclComm& c) {
@@ -163,7 +185,8 @@ ncclResult_t start(ncclComm& c, const std::string& call, std::function<ncclResul
 }
 
 // What NCCL checks before every call on a communicator but ncclCommGetAsyncError and ncclCommAbort.
-ncclResult_t ensure_ready(const ncclComm& c, const char* call) {
+ncclResult_t ensure_ready(ncclComm& c, const char* call) {
+  adopt_link_failure(c);
   if (c.pending)
     return fail(
         ncclInvalidArgument,
@@ -184,9 +207,12 @@ ncclResult_t ncclGetVersion(int* version) {
 }
 
 ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
-  if (!id) return ncclInvalidArgument;
-  std::memset(id->internal, 0, sizeof id->internal);
-  std::strncpy(id->internal, "emulated", sizeof id->internal - 1);
+  if (!id) return fail(ncclInvalidArgument, "ncclGetUniqueId without an id to fill");
+  try {
+    mnistdp::emu::nccl::make_rendezvous(*id);
+  } catch (const mnistdp::emu::nccl::LinkError& e) {
+    return fail(e.code, std::string("ncclGetUniqueId: ") + e.what());
+  }
   return ncclSuccess;
 }
 
@@ -238,32 +264,56 @@ ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devices) {
   return ncclSuccess;
 }
 
-ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId, int rank,
+ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank,
                                     ncclConfig_t* config) {
   if (!comm) return fail(ncclInvalidArgument, "ncclCommInitRankConfig without a communicator to fill");
   *comm = nullptr;
-  if (nranks != 1 || rank != 0)
-    return fail(ncclInvalidUsage, "a communicator of " + std::to_string(nranks) +
-                                      " processes: only a world of one process is emulated");
+  if (nranks < 1 || rank < 0 || rank >= nranks)
+    return fail(ncclInvalidArgument, "rank " + std::to_string(rank) + " of a communicator of " +
+                                         std::to_string(nranks) + " ranks");
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess) return fail(ncclUnhandledCudaError, "no emulated device");
   auto made = std::make_unique<ncclComm>();
   made->clique = std::make_shared<Clique>();
-  made->clique->ranks = 1;
+  made->clique->ranks = nranks;
+  made->rank = rank;
   made->device = device;
   made->nonblocking = config && config->blocking == 0;
+  if (made->nonblocking) {
+    try {
+      made->nccl = mnistdp::emu::nccl_config();
+    } catch (const std::runtime_error& e) {
+      return fail(ncclInvalidUsage, e.what());
+    }
+  }
+  try {
+    made->link = mnistdp::emu::nccl::Link::join(id, nranks, rank);
+  } catch (const mnistdp::emu::nccl::LinkError& e) {
+    return fail(e.code, std::string("ncclCommInitRankConfig: ") + e.what());
+  }
+  // A world of one has joined and unlinked its rendezvous: its all-reduce copies.
+  if (nranks == 1) made->link.reset();
   if (!made->nonblocking) {
+    // NCCL's blocking init returns once every rank has arrived; a peer that died before is an error.
+    if (made->link) {
+      while (!made->link->all_joined()) {
+        if (const auto f = made->link->failure())
+          return fail(f->code, "ncclCommInitRankConfig: " + f->message);
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+      }
+    }
     *comm = made.release();
     return ncclSuccess;
   }
-  try {
-    made->nccl = mnistdp::emu::nccl_config();
-  } catch (const std::runtime_error& e) {
-    return fail(ncclInvalidUsage, e.what());
-  }
-  // A non-blocking init hands out the communicator at once; it is usable once polled to ncclSuccess.
-  *comm = made.release();
-  return start(**comm, "ncclCommInitRankConfig", [] { return ncclSuccess; });
+  // A non-blocking init hands out the communicator at once; it is usable once polled to ncclSuccess, which
+  // it cannot be before every rank has joined.
+  ncclComm* c = made.release();
+  *comm = c;
+  return start(*c, "ncclCommInitRankConfig", [c] {
+    if (!c->link || c->link->all_joined()) return ncclSuccess;
+    if (const auto f = c->link->failure()) return fail(f->code, f->message);
+    return ncclInProgress;
+  });
 }
 
 ncclResult_t ncclCommFinalize(ncclComm_t comm) {
@@ -294,6 +344,10 @@ ncclResult_t ncclCommFinalize(ncclComm_t comm) {
 
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   if (!comm) return ncclSuccess;
+  adopt_link_failure(*comm);
+  if (comm->link && comm->async != ncclSuccess)
+    return fail(ncclInvalidUsage, std::string("ncclCommDestroy on a communicator in error (") +
+                                      result_name(comm->async) + "): ncclCommAbort ends it");
   if (comm->nonblocking) {
     if (comm->pending || comm->async != ncclSuccess)
       return fail(ncclInvalidUsage,
@@ -307,12 +361,15 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) {
           ncclInvalidUsage,
           "ncclCommDestroy on a communicator with an all-reduce that cannot complete: ncclCommAbort ends it");
   }
+  if (comm->link) comm->link->leave();
   delete comm;
   return ncclSuccess;
 }
 
 ncclResult_t ncclCommAbort(ncclComm_t comm) {
   if (!comm) return ncclSuccess;
+  // Ends an all-reduce waiting for its peers (its result undefined: NaN) and tells them this rank is gone.
+  if (comm->link) comm->link->abort();
   // Ends the held all-reduces, as an abort ends NCCL's kernels: their streams drain, their results undefined.
   if (!comm->held.empty()) {
     auto& engine = mnistdp::emu::Engine::get();
@@ -331,6 +388,7 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* state) {
   if (!comm || !state)
     return fail(ncclInvalidArgument, "ncclCommGetAsyncError without a communicator or a state");
   if (comm->pending) advance(*comm);
+  adopt_link_failure(*comm);
   *state = comm->pending ? ncclInProgress : comm->async;
   return ncclSuccess;
 }
@@ -367,12 +425,30 @@ ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, std::size_t cou
   mnistdp::emu::Op o;
   o.what = "ncclAllReduce";
   Clique& clique = *comm->clique;
-  if (clique.ranks == 1) {
+  if (comm->link) {
+    {
+      // The ranks of other processes cannot join a graph's replay: refused as a collective of several
+      // ranks of this process is (engine.cpp).
+      std::lock_guard lock(engine.mutex);
+      if (s->capture) {
+        s->capture_invalidated = true;
+        return fail(ncclInvalidUsage,
+                    "an all-reduce across processes inside a stream capture is not emulated");
+      }
+    }
+    o.run = [link = comm->link, send, recv, count] {
+      mnistdp::emu::device_operation_touches("ncclAllReduce", send, count * sizeof(float), false);
+      mnistdp::emu::device_operation_touches("ncclAllReduce", recv, count * sizeof(float), true);
+      link->all_reduce(send, recv, count);
+    };
+  } else if (clique.ranks == 1) {
     o.run = [send, recv, count] {
       mnistdp::emu::device_operation_touches("ncclAllReduce", send, count * sizeof(float), false);
       mnistdp::emu::device_operation_touches("ncclAllReduce", recv, count * sizeof(float), true);
       if (send != recv) std::memmove(recv, send, count * sizeof(float));
     };
+  }
+  if (comm->link || clique.ranks == 1) {
     if (!comm->nonblocking)
       return engine.enqueue(s, std::move(o)) == cudaSuccess ? ncclSuccess
                                                             : fail(ncclInvalidUsage, "refused by a capture");
@@ -441,12 +517,7 @@ ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, std::size_t cou
         for (const float* out : t->recv)
           mnistdp::emu::device_operation_touches("ncclAllReduce", out, t->count * sizeof(float), true);
         std::vector<float> sums(t->count);
-        for (std::size_t i = 0; i < t->count; ++i) {
-          float acc = t->send[0][i];
-          for (std::size_t r = 1; r < t->send.size(); ++r)
-            acc += t->send[r][i];
-          sums[i] = acc;
-        }
+        mnistdp::emu::nccl::ring_sum(t->send, 0, t->count, t->count, sums.data());
         for (float* out : t->recv)
           std::memcpy(out, sums.data(), t->count * sizeof(float));
       };
