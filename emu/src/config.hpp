@@ -5,7 +5,7 @@
 //   MNISTDP_EMU_ORDER    adversarial (default): a block's threads in a seeded shuffled order and the ready
 //                        operations of independent streams latest first; in-order: thread 0 first and streams
 //                        oldest first, the order to step through in a debugger
-//   MNISTDP_EMU_SEED     the seed of the adversarial order (default 1)
+//   MNISTDP_EMU_SEED     the seed of the adversarial order and of the chunks of NCCL's ring (default 1)
 //   MNISTDP_EMU_PDL      overlap (default): a programmatic launch's blocks (on a stream, or a graph's
 //                        programmatic edge) start once every block of the kernel before has triggered (a
 //                        thread's cudaTriggerProgrammaticLaunchCompletion) or exited, and
