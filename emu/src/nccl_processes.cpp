@@ -58,22 +58,31 @@ std::string system_message(const std::string& what) {
 }
 
 // The rendezvous this process made and the ones it has joined: the former are unlinked when it exits if
-// not every rank joined them; a rendezvous joined twice in one process would deadlock its engine.
+// not every rank joined them; a rendezvous joined twice in one process would deadlock its engine. Never
+// destroyed: a communicator left to the end of the process may still need it.
 struct Registry {
   std::mutex mutex;
   pid_t owner = getpid();
   std::set<std::string> made;
   std::set<std::string> joined;
-  ~Registry() {
-    if (getpid() != owner) return;  // a forked child's copy: not its to unlink
-    for (const std::string& name : made)
-      shm_unlink(name.c_str());
-  }
 };
 
 Registry& registry() {
-  static Registry r;
-  return r;
+  static Registry* r = new Registry;
+  return *r;
+}
+
+// Set at the process's exit: an all-reduce still waiting for its peers then ends, so that the engine's
+// thread, which runs it, can be joined.
+std::atomic<bool> exiting{false};
+
+void at_exit() {
+  exiting.store(true, std::memory_order_release);
+  Registry& reg = registry();
+  std::lock_guard lock(reg.mutex);
+  if (getpid() != reg.owner) return;  // a forked child's copy: not its to unlink
+  for (const std::string& name : reg.made)
+    shm_unlink(name.c_str());
 }
 
 class Fd {
@@ -159,6 +168,8 @@ void make_rendezvous(ncclUniqueId& id) {
   header->magic.store(kMagic, std::memory_order_release);
   munmap(p, kDataOffset);
   {
+    static const bool registered = std::atexit(at_exit) == 0;
+    static_cast<void>(registered);
     std::lock_guard lock(registry().mutex);
     registry().made.insert(name);
   }
@@ -167,6 +178,10 @@ void make_rendezvous(ncclUniqueId& id) {
 }
 
 std::shared_ptr<Link> Link::join(const ncclUniqueId& id, int nranks, int rank) {
+  // Registered after the engine is made (the caller's cudaGetDevice), so that it runs before the engine's
+  // destructor joins its thread.
+  static const bool registered = std::atexit(at_exit) == 0;
+  static_cast<void>(registered);
   const std::string name = name_of(id);
   if (nranks > kMaxRanks)
     throw LinkError(ncclInvalidUsage, "a communicator of " + std::to_string(nranks) + " ranks: at most " +
@@ -273,7 +288,7 @@ bool Link::wait(Done done) {
     const bool failed = failure().has_value();
     // After a failure only the abort ends the wait, as it ends NCCL's kernel.
     if (!failed && done()) return true;
-    if (aborted_.load(std::memory_order_acquire)) return false;
+    if (aborted_.load(std::memory_order_acquire) || exiting.load(std::memory_order_acquire)) return false;
     if (!failed && spin % 256 == 255) check_peers();
     if (spin < 64)
       std::this_thread::yield();
