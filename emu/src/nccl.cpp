@@ -297,8 +297,10 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId i
     // NCCL's blocking init returns once every rank has arrived; a peer that died before is an error.
     if (made->link) {
       while (!made->link->all_joined()) {
-        if (const auto f = made->link->failure())
+        if (const auto f = made->link->failure()) {
+          made->link->abort();  // the ranks that have joined are told
           return fail(f->code, "ncclCommInitRankConfig: " + f->message);
+        }
         std::this_thread::sleep_for(std::chrono::microseconds(100));
       }
     }

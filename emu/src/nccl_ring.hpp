@@ -22,15 +22,16 @@ inline std::size_t ring_chunk_elements(int ranks) {
 }
 
 // Calls f(begin, end, first) for each chunk [begin, end) of a buffer of `count` elements, whose sums start
-// at rank `first`. As NCCL's last loop does, a remainder too short for a full chunk per rank is shared out
-// evenly.
+// at rank `first`. As NCCL's last loop does (src/device/all_reduce.h, runRing), a remainder too short for a
+// full chunk per rank is shared out evenly, in chunks of whole 16 bytes.
 template <class F>
 void ring_chunks(std::size_t count, int ranks, F&& f) {
   const std::size_t chunk_elements = ring_chunk_elements(ranks);
   const auto n = static_cast<std::size_t>(ranks);
   std::size_t offset = 0;
   while (offset < count) {
-    const std::size_t chunk = std::min(chunk_elements, (count - offset + n - 1) / n);
+    const std::size_t even = ((count - offset + n - 1) / n + 3) / 4 * 4;
+    const std::size_t chunk = std::min(chunk_elements, even);
     for (int c = 0; c < ranks && offset < count; ++c) {
       const std::size_t end = std::min(count, offset + chunk);
       f(offset, end, (c + 1) % ranks);
