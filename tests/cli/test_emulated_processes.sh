@@ -54,7 +54,7 @@ launch tcp "${common[@]}" --save "$work/tcp.st"
 check "TCP, 2 ranks on emulated devices: every rank exits 0" test "$(cat "$work"/tcp.*.rc | sort -u)" = 0 ||
   tail -5 "$work"/tcp.*.err
 check "TCP, 2 ranks: rank 0 on emulated device 0 of its process" \
-  sh -c 'grep -q "^device: rank 0 of 2 (local rank 0): cuda:0 emulated" "$0"' "$work/tcp.0.out"
+  grep -q "^device: rank 0 of 2 (local rank 0): cuda:0 emulated" "$work/tcp.0.out"
 check "TCP, 2 ranks: through the emulated NCCL's rank communicator" \
   contains "$work/tcp.0.out" "all-reduce: NCCL 2.28.0 (emulated) all-reduce, rank 0 of 2"
 check "TCP, 2 ranks: the parameters of one process with two emulated devices, to the bit" \
