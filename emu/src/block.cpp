@@ -173,6 +173,7 @@ using SharedBytes = std::unique_ptr<std::byte, AlignedDelete>;
 struct SharedVariable {
   const void* tag = nullptr;
   SharedBytes data{nullptr, AlignedDelete{16}};
+  std::size_t bytes = 0;
 };
 
 // Where a thread is: what the built-in variables hold while it runs.
@@ -318,6 +319,7 @@ class Block {
     const std::size_t align = std::max<std::size_t>(alignment, 16);
     SharedVariable v;
     v.tag = tag;
+    v.bytes = bytes;
     v.data = SharedBytes(static_cast<std::byte*>(::operator new (bytes, std::align_val_t{align})),
                          AlignedDelete{align});
     std::memset(v.data.get(), 0xFF, bytes);  // NaN: a read nobody wrote shows
@@ -353,7 +355,7 @@ class Block {
     tls_block = this;
     const dim3 g = spec_->grid;
     block_races::enter(tokens_.accesses, index_.x + g.x * (index_.y + g.y * index_.z));
-    device_addresses::enter(spec_->device, spec_->name, illegal_);
+    device_addresses::enter(spec_->device, spec_->name, illegal_, spec_->parameters, spec_->parameter_bytes);
     struct Reset {
       ~Reset() {
         tls_block = nullptr;
@@ -521,6 +523,20 @@ class Block {
   }
 
   void* dynamic_shared() { return dynamic_shared_.get(); }
+
+  bool shared_memory_holding(std::uintptr_t address, std::uintptr_t* begin, std::size_t* bytes) const {
+    const auto holds = [&](const std::byte* p, std::size_t n) {
+      const auto b = reinterpret_cast<std::uintptr_t>(p);
+      if (p == nullptr || address - b >= n) return false;
+      *begin = b;
+      *bytes = n;
+      return true;
+    };
+    if (holds(dynamic_shared_.get(), spec_->shared_bytes)) return true;
+    for (const SharedVariable& v : shared_variables_)
+      if (holds(v.data.get(), v.bytes)) return true;
+    return false;
+  }
 
   // cudaGridDependencySynchronize(): at once where the kernel before has completed (always, outside a chain
   // of programmatic launches); otherwise the thread waits until the block can do nothing else.
@@ -715,6 +731,7 @@ class Block {
       current_ = t;
       Thread& th = threads_[static_cast<std::size_t>(t)];
       enter(th.context);
+      device_addresses::running_stack(th.stack.bottom, th.stack.size);
       return {std::move(th.suspended), th.stack};
     }
     if (going_on && next_start_ < count_) return new_fiber();
@@ -749,6 +766,7 @@ class Block {
                            th.stack = bounds;
                            current_ = t;
                            enter(th.context);
+                           device_addresses::running_stack(bounds.bottom, bounds.size);
                            begin_thread(t);
                            (*body_)();
                            end_thread();
@@ -865,44 +883,60 @@ void run_block(const LaunchSpec& spec, const std::function<void()>& body, uint3 
 }
 
 void sync_threads() {
+  const device_addresses::EmulatorCode emulator;
   block_of_caller("__syncthreads()").barrier(0, 0, "__syncthreads()");
 }
 
 void named_barrier(int id, int threads) {
+  const device_addresses::EmulatorCode emulator;
   if (id < 0 || id > 15)
     block_of_caller("bar.sync").barrier(0, -1, "a named barrier with an id outside 0 to 15");
   block_of_caller("bar.sync").barrier(id, threads, "a named barrier (bar.sync)");
 }
 
 std::uint64_t shuffle_xor(unsigned mask, std::uint64_t value, int lane_mask, int width) {
+  const device_addresses::EmulatorCode emulator;
   return block_of_caller("__shfl_xor_sync").shuffle_xor(mask, value, lane_mask, width);
 }
 
 void sync_warp(unsigned mask) {
+  const device_addresses::EmulatorCode emulator;
   block_of_caller("__syncwarp").sync_warp(mask);
 }
 
 void grid_sync() {
+  const device_addresses::EmulatorCode emulator;
   block_of_caller("grid.sync()").grid_sync();
 }
 
+// The builtins below are the emulator's code, called by a kernel's: the check of a kernel's host addresses
+// (device_addresses.hpp) leaves them out.
+bool block_shared_memory(std::uintptr_t address, std::uintptr_t* begin, std::size_t* bytes) {
+  return tls_block != nullptr && tls_block->shared_memory_holding(address, begin, bytes);
+}
+
 void* shared_variable_storage(const void* tag, std::size_t bytes, std::size_t alignment) {
+  const device_addresses::EmulatorCode emulator;
   return block_of_caller("__shared__").shared_variable(tag, bytes, alignment);
 }
 
 void* dynamic_shared_memory() {
+  const device_addresses::EmulatorCode emulator;
   return block_of_caller("extern __shared__").dynamic_shared();
 }
 
 void programmatic_wait() {
+  const device_addresses::EmulatorCode emulator;
   block_of_caller("cudaGridDependencySynchronize()").programmatic_wait();
 }
 
 void programmatic_trigger() {
+  const device_addresses::EmulatorCode emulator;
   block_of_caller("cudaTriggerProgrammaticLaunchCompletion()").programmatic_trigger();
 }
 
 long long clock_ticks() {
+  const device_addresses::EmulatorCode emulator;
   return std::chrono::steady_clock::now().time_since_epoch().count();
 }
 

@@ -73,6 +73,10 @@ class ProgrammaticLink {
 // when the kernel misuses a barrier or a collective, deadlocks, or a thread's code throws. `seed` varies the
 // adversarial order between launches and blocks. `link` is the block's part in a chain of programmatic
 // launches, or nullptr. `tokens` are the kernel's for the race checks.
+// Whether `address` lies in the shared memory of the block running on this OS thread (its dynamic shared
+// memory, or one of its shared variables); if so, where that memory begins and how long it is.
+bool block_shared_memory(std::uintptr_t address, std::uintptr_t* begin, std::size_t* bytes);
+
 void run_block(const LaunchSpec& spec, const std::function<void()>& body, uint3 block, GridBarrier* grid,
                std::uint64_t seed, ProgrammaticLink* link, KernelTokens tokens);
 

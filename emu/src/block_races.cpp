@@ -276,19 +276,25 @@ void leave() {
 // with -fsanitize-coverage=trace-loads,trace-stores (the kernels, in preset emu-asan; vectorising is off
 // there, so that no access is wider). Each access goes to the check of device addresses
 // (device_addresses.hpp), then, where it runs, to the check of races between blocks. C linkage ignores the
-// pointee's type, which the compiler gives as an integer of the access's size. Most accesses are to a
+// pointee's type, which the compiler gives as an integer of the access's size. The race check is the
+// emulator's code: library code it shares with the kernels may be the kernels' instrumented copy, whose
+// accesses are not the kernel's (device_addresses::EmulatorCode). Most accesses are to a
 // thread's own stack or its block's shared memory, or to an allocation met just before: the address check
 // returns after a few compares, and the race check, off in most tests, after one load and one test.
-#define MNISTDP_EMU_ACCESS_HOOKS(bytes)                                            \
-  extern "C" void __sanitizer_cov_load##bytes(const void* p) {                     \
-    mnistdp::emu::device_addresses::on_access(p, bytes, false);                    \
-    if (__builtin_expect(mnistdp::emu::block_races::checked_launch != nullptr, 0)) \
-      mnistdp::emu::block_races::on_access(p, bytes, false);                       \
-  }                                                                                \
-  extern "C" void __sanitizer_cov_store##bytes(const void* p) {                    \
-    mnistdp::emu::device_addresses::on_access(p, bytes, true);                     \
-    if (__builtin_expect(mnistdp::emu::block_races::checked_launch != nullptr, 0)) \
-      mnistdp::emu::block_races::on_access(p, bytes, true);                        \
+#define MNISTDP_EMU_ACCESS_HOOKS(bytes)                                              \
+  extern "C" void __sanitizer_cov_load##bytes(const void* p) {                       \
+    mnistdp::emu::device_addresses::on_access(p, bytes, false);                      \
+    if (__builtin_expect(mnistdp::emu::block_races::checked_launch != nullptr, 0)) { \
+      const mnistdp::emu::device_addresses::EmulatorCode emulator;                   \
+      mnistdp::emu::block_races::on_access(p, bytes, false);                         \
+    }                                                                                \
+  }                                                                                  \
+  extern "C" void __sanitizer_cov_store##bytes(const void* p) {                      \
+    mnistdp::emu::device_addresses::on_access(p, bytes, true);                       \
+    if (__builtin_expect(mnistdp::emu::block_races::checked_launch != nullptr, 0)) { \
+      const mnistdp::emu::device_addresses::EmulatorCode emulator;                   \
+      mnistdp::emu::block_races::on_access(p, bytes, true);                          \
+    }                                                                                \
   }
 MNISTDP_EMU_ACCESS_HOOKS(1)
 MNISTDP_EMU_ACCESS_HOOKS(2)

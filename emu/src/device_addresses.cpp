@@ -1,12 +1,21 @@
 #include "emu/src/device_addresses.hpp"
 
+#include <elf.h>
+#include <link.h>
+
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <optional>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 #include "emu/builtins.hpp"
+#include "emu/launch.hpp"
 #include "emu/src/arena.hpp"
+#include "emu/src/block.hpp"
 #include "emu/src/engine.hpp"
 #include "emu/src/memory.hpp"
 
@@ -25,6 +34,62 @@ std::string dims(uint3 v) {
   return text.str();
 }
 
+struct Span {
+  std::uintptr_t begin = 0;
+  std::uintptr_t bytes = 0;
+};
+
+// The main program's loaded segments (code, constants, data) and the size of its static TLS block, which
+// hold the kernels' static data and the emulated built-in variables: every kernel of this build is linked
+// into the program, never into a shared library.
+struct Program {
+  std::vector<Span> segments;
+  std::uintptr_t tls_bytes = 0;
+};
+
+const Program& program() {
+  static const Program p = [] {
+    Program found;
+    dl_iterate_phdr(
+        [](dl_phdr_info* info, std::size_t, void* out) {
+          auto& program = *static_cast<Program*>(out);
+          for (int i = 0; i < info->dlpi_phnum; ++i) {
+            const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+            if (ph.p_type == PT_LOAD) program.segments.push_back({info->dlpi_addr + ph.p_vaddr, ph.p_memsz});
+            if (ph.p_type == PT_TLS) {
+              const std::uintptr_t align = std::max<std::uintptr_t>(ph.p_align, 1);
+              program.tls_bytes = (ph.p_memsz + align - 1) / align * align;
+            }
+          }
+          return 1;  // the first object is the program itself
+        },
+        &found);
+    return found;
+  }();
+  return p;
+}
+
+// The calling OS thread's static TLS block of the main program. On x86-64 (TLS variant II) it ends at the
+// thread pointer, which the thread control block's first word holds. Elsewhere, the whole address space: no
+// host address is checked there.
+Span static_tls() {
+#if defined(__x86_64__)
+  std::uintptr_t thread_pointer = 0;
+  asm("mov %%fs:0, %0" : "=r"(thread_pointer));
+  const Span tls{thread_pointer - program().tls_bytes, program().tls_bytes};
+  // The emulated threadIdx is one of the program's thread-local variables: if it is not found in the block,
+  // the layout is not the one assumed, and the check would report every kernel.
+  const auto probe = reinterpret_cast<std::uintptr_t>(&threadIdx);
+  if (probe - tls.begin >= tls.bytes) {
+    std::fprintf(stderr, "emulated CUDA: the program's static TLS is not where TLS variant II puts it\n");
+    std::abort();
+  }
+  return tls;
+#else
+  return {0, ~std::uintptr_t{0}};
+#endif
+}
+
 bool has_peer_access(int device, int peer) {
   Engine& e = Engine::get();
   std::lock_guard lock(e.mutex);
@@ -34,7 +99,8 @@ bool has_peer_access(int device, int peer) {
 
 }  // namespace
 
-void enter(int device, const char* kernel, IllegalAccess& record) {
+void enter(int device, const char* kernel, IllegalAccess& record, const void* parameters,
+           std::size_t parameter_bytes) {
   Running& r = running;
   r = Running{};
   r.range_begin = reinterpret_cast<std::uintptr_t>(arena::begin());
@@ -42,11 +108,28 @@ void enter(int device, const char* kernel, IllegalAccess& record) {
   r.device = device;
   r.kernel = kernel;
   r.record = &record;
+  r.parameters_begin = reinterpret_cast<std::uintptr_t>(parameters);
+  r.parameters_bytes = parameter_bytes;
+  const Span tls = static_tls();
+  r.tls_begin = tls.begin;
+  r.tls_bytes = tls.bytes;
 }
 
 void leave() {
   running = Running{};
 }
+
+}  // namespace mnistdp::emu::device_addresses
+
+namespace mnistdp::emu {
+
+bool kernel_code(bool running_kernel) {
+  return std::exchange(device_addresses::running.in_kernel, running_kernel);
+}
+
+}  // namespace mnistdp::emu
+
+namespace mnistdp::emu::device_addresses {
 
 void check_access(std::uintptr_t address, unsigned bytes, bool write) {
   Running& r = running;
@@ -81,6 +164,33 @@ void check_access(std::uintptr_t address, unsigned bytes, bool write) {
     message << "running past the end of a device allocation of " << a->bytes << " bytes at "
             << hex(reinterpret_cast<std::uintptr_t>(a->base));
   }
+  r.record->message = message.str();
+}
+
+void check_host_access(std::uintptr_t address, unsigned bytes, bool write) {
+  Running& r = running;
+  if (r.record == nullptr) return;
+  const auto keep = [&r](std::uintptr_t begin, std::uintptr_t span) {
+    const unsigned slot = r.next_host++ % Running::kSpans;
+    r.host_begin[slot] = begin;
+    r.host_bytes[slot] = span;
+  };
+  std::uintptr_t begin = 0;
+  std::size_t span = 0;
+  if (block_shared_memory(address, &begin, &span) && within(address, bytes, begin, span))
+    return keep(begin, span);
+  for (const Span& segment : program().segments)
+    if (within(address, bytes, segment.begin, segment.bytes)) return keep(segment.begin, segment.bytes);
+  bool whole = false;
+  const std::optional<Allocation> a = find_allocation(reinterpret_cast<const void*>(address), bytes, &whole);
+  if (a && whole && a->device < 0) return keep(reinterpret_cast<std::uintptr_t>(a->base), a->bytes);
+  if (r.record->seen) return;
+  r.record->seen = true;
+  std::ostringstream message;
+  message << "emulated CUDA: illegal address: kernel " << r.kernel << ", block " << dims(blockIdx)
+          << " thread " << dims(threadIdx) << ", " << (write ? "writes " : "reads ") << bytes << " bytes at "
+          << hex(address) << " on device " << r.device
+          << ", in host memory that is not pinned (a device reaches host memory only through cudaMallocHost)";
   r.record->message = message.str();
 }
 

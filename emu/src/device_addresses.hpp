@@ -12,6 +12,13 @@
 // AddressSanitizer's inline instrumentation, which calls check_access only for an access whose shadow byte
 // device_shadow.hpp has poisoned; in preset emu-asan, from SanitizerCoverage's load and store callbacks
 // (block_races.cpp), which call on_access for every access; in preset emu-tsan, not at all.
+//
+// Host memory. A kernel here runs in host memory of its own: its threads' stacks, its block's shared memory,
+// its launch's parameters, the program's static data and the OS thread's static TLS (where threadIdx and its
+// siblings live). An H200 reaches no other host memory but pinned allocations (cudaMallocHost): its devices
+// report no pageable memory access, and a read of a pointer from malloc or new is an illegal address. Where
+// every access is heard (emu-asan), an access to host memory outside those is recorded as one too.
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -33,22 +40,71 @@ struct Running {
   int device = -1;
   const char* kernel = nullptr;
   IllegalAccess* record = nullptr;
+  // The host memory the kernel's code may touch (above), as [begin, begin + bytes): the running emulated
+  // thread's stack, the OS thread's static TLS, the launch's parameters, and spans found since (the block's
+  // shared memory, the program's static data, pinned allocations).
+  std::uintptr_t stack_begin = 0, stack_bytes = 0;
+  std::uintptr_t tls_begin = 0, tls_bytes = 0;
+  std::uintptr_t parameters_begin = 0, parameters_bytes = 0;
+  std::uintptr_t host_begin[kSpans] = {}, host_bytes[kSpans] = {};
+  unsigned next_host = 0;
+  // Whether the kernel's own code is running (launch.hpp, kernel_code), rather than the emulator's: the
+  // library code they share is compiled once for both, instrumented where a kernel's file instantiated it,
+  // so an emulator's access to its own heap may reach the hooks too.
+  bool in_kernel = false;
 };
 inline constinit thread_local Running running{};
 
-// Called by block.cpp around a block's run on its OS thread.
-void enter(int device, const char* kernel, IllegalAccess& record);
+// The emulator's code, called from a kernel's (a builtin): its host accesses are not the kernel's.
+class EmulatorCode {
+ public:
+  EmulatorCode() : was_(running.in_kernel) { running.in_kernel = false; }
+  ~EmulatorCode() { running.in_kernel = was_; }
+  EmulatorCode(const EmulatorCode&) = delete;
+  EmulatorCode& operator=(const EmulatorCode&) = delete;
+
+ private:
+  bool was_;
+};
+
+// Called by block.cpp around a block's run on its OS thread; `parameters` is the launch's parameter space.
+void enter(int device, const char* kernel, IllegalAccess& record, const void* parameters,
+           std::size_t parameter_bytes);
 void leave();
+
+// Called by block.cpp as an emulated thread starts or resumes: its stack, [bottom, bottom + bytes).
+inline void running_stack(const void* bottom, std::size_t bytes) {
+  running.stack_begin = reinterpret_cast<std::uintptr_t>(bottom);
+  running.stack_bytes = bytes;
+}
 
 // An access that falls outside every span known good: finds its allocation, or records it as illegal.
 void check_access(std::uintptr_t address, unsigned bytes, bool write);
 
+// The same for an access to host memory outside the spans known good (emu-asan).
+void check_host_access(std::uintptr_t address, unsigned bytes, bool write);
+
+inline bool within(std::uintptr_t at, unsigned bytes, std::uintptr_t begin, std::uintptr_t span) {
+  return at - begin < span && bytes <= span - (at - begin);
+}
+
 inline void on_access(const void* p, unsigned bytes, bool write) {
   Running& r = running;
   const auto at = reinterpret_cast<std::uintptr_t>(p);
-  if (at - r.range_begin >= r.range_bytes) return;  // not device memory, or no block running
+  if (at - r.range_begin >= r.range_bytes) {  // not device memory, or no block running
+    if (r.record == nullptr || !r.in_kernel) return;
+    if (within(at, bytes, r.stack_begin, r.stack_bytes) || within(at, bytes, r.tls_begin, r.tls_bytes) ||
+        within(at, bytes, r.parameters_begin, r.parameters_bytes))
+      return;
+    for (int i = 0; i < Running::kSpans; ++i)
+      if (within(at, bytes, r.host_begin[i], r.host_bytes[i])) return;
+    const EmulatorCode emulator;  // the check's own accesses (its message) are not the kernel's
+    check_host_access(at, bytes, write);
+    return;
+  }
   for (int i = 0; i < Running::kSpans; ++i)
-    if (at - r.span_begin[i] < r.span_bytes[i] && bytes <= r.span_bytes[i] - (at - r.span_begin[i])) return;
+    if (within(at, bytes, r.span_begin[i], r.span_bytes[i])) return;
+  const EmulatorCode emulator;
   check_access(at, bytes, write);
 }
 

@@ -251,7 +251,8 @@ void run_programmatic_chain(const std::vector<std::shared_ptr<const KernelLaunch
 }
 
 cudaError_t enqueue_launch(const LaunchSpec& spec, CUstream_st* stream_handle,
-                           std::function<void()> thread_body) {
+                           void (*thread_body)(const void*), std::shared_ptr<const void> parameters,
+                           std::size_t parameter_bytes) {
   Engine& e = Engine::get();
   if (e.devices.empty()) return record(cudaErrorNoDevice);
   CUstream_st* stream = e.resolve(stream_handle);
@@ -313,7 +314,10 @@ cudaError_t enqueue_launch(const LaunchSpec& spec, CUstream_st* stream_handle,
   auto kernel = std::make_shared<KernelLaunch>();
   kernel->spec = spec;
   kernel->spec.device = device;
-  kernel->body = std::make_shared<const std::function<void()>>(std::move(thread_body));
+  kernel->spec.parameters = parameters.get();
+  kernel->spec.parameter_bytes = parameter_bytes;
+  kernel->body = std::make_shared<const std::function<void()>>(
+      [thread_body, parameters = std::move(parameters)] { thread_body(parameters.get()); });
   kernel->device = device;
   kernel->number = next_launch_number();
   op.run = [kernel] { run_grid(kernel->spec, *kernel->body, kernel->device, kernel->number); };

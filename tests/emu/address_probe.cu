@@ -135,6 +135,14 @@ void kernel_reads_pinned_memory() {
   copy(in.data(), out.data());
 }
 
+// Pageable host memory (a std::vector's), which a device without pageable memory access cannot reach: the
+// bug of passing the host's copy where the device's was meant. Its twin is the pinned memory above.
+void kernel_reads_pageable_memory() {
+  const std::vector<float> in(kCount + 1, 1.0f);
+  DeviceBuffer<float> out(kCount + 1);
+  copy(in.data(), out.data());
+}
+
 // The twins: a copy to the host, and the emulated build's own device work.
 void host_reads_a_copy() {
   DeviceBuffer<float> buffer(kCount);
@@ -162,6 +170,7 @@ constexpr Case kCases[] = {
     {"kernel-reads-another-device-with-peer-access", kernel_reads_another_device_with_peer_access},
     {"kernel-reads-to-the-end", kernel_reads_to_the_end},
     {"kernel-reads-pinned-memory", kernel_reads_pinned_memory},
+    {"kernel-reads-pageable-memory", kernel_reads_pageable_memory},
     {"host-reads-device-memory", host_reads_device_memory},
     {"host-reads-after-kernels", host_reads_after_kernels},
     {"host-function-reads-device-memory", host_function_reads_device_memory},

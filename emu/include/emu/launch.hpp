@@ -28,23 +28,51 @@ struct LaunchSpec {
   bool cooperative = false;
   bool programmatic = false;
   int device = 0;  // the launch's stream's: set when it is enqueued
+  // The launch's parameter space: the kernel and its arguments as the launch copied them, which every
+  // emulated thread reads (and the check of a kernel's host addresses allows). Set when it is enqueued.
+  const void* parameters = nullptr;
+  std::size_t parameter_bytes = 0;
 };
 
-// Enqueues the launch on `stream`: `thread_body` is called once by each emulated thread. Returns the
-// launch's own error (a bad configuration); a fault inside the kernel is reported by later synchronising
-// calls.
-cudaError_t enqueue_launch(const LaunchSpec& spec, CUstream_st* stream, std::function<void()> thread_body);
+// What a launch copies: the kernel and its arguments.
+template <typename... Params>
+struct FrozenLaunch {
+  void (*kernel)(Params...);
+  std::tuple<std::remove_cvref_t<Params>...> args;
+};
+
+// Marks where the kernel's own code runs, for the check of its host addresses (emu/src/device_addresses.hpp),
+// apart from the emulator's code around it and in its builtins. Returns the mark before.
+bool kernel_code(bool running_kernel);
+
+// One emulated thread's run of a frozen launch. The kernel's own code reads nothing of the launch but
+// `parameters` (the inner closure lives on the thread's stack), so that the check of host addresses knows
+// every byte it may read.
+template <typename Frozen>
+void run_frozen_launch(const void* parameters) {
+  struct KernelCode {
+    bool was = kernel_code(true);
+    ~KernelCode() { kernel_code(was); }
+  } const kernel;
+  const Frozen& frozen = *static_cast<const Frozen*>(parameters);
+  std::apply([&frozen](const auto&... a) { frozen.kernel(a...); }, frozen.args);
+}
+
+// Enqueues the launch on `stream`: each emulated thread calls `thread_body(parameters)`, and `parameters`
+// (`parameter_bytes` long) lives as long as the launch. Returns the launch's own error (a bad
+// configuration); a fault inside the kernel is reported by later synchronising calls.
+cudaError_t enqueue_launch(const LaunchSpec& spec, CUstream_st* stream, void (*thread_body)(const void*),
+                           std::shared_ptr<const void> parameters, std::size_t parameter_bytes);
 
 template <typename... Params, typename... Args>
 cudaError_t launch(const LaunchSpec& spec, CUstream_st* stream, void (*kernel)(Params...), Args&&... args) {
   static_assert(sizeof...(Params) == sizeof...(Args), "a kernel launch needs one argument per parameter");
-  auto frozen = std::make_shared<const std::tuple<std::remove_cvref_t<Params>...>>(
-      static_cast<std::remove_cvref_t<Params>>(std::forward<Args>(args))...);
+  using Frozen = FrozenLaunch<Params...>;
+  auto frozen = std::make_shared<const Frozen>(
+      Frozen{kernel, {static_cast<std::remove_cvref_t<Params>>(std::forward<Args>(args))...}});
   LaunchSpec with_kernel = spec;
   with_kernel.kernel = reinterpret_cast<const void*>(kernel);
-  return enqueue_launch(with_kernel, stream, [kernel, frozen] {
-    std::apply([kernel](const auto&... a) { kernel(a...); }, *frozen);
-  });
+  return enqueue_launch(with_kernel, stream, &run_frozen_launch<Frozen>, std::move(frozen), sizeof(Frozen));
 }
 
 // The name of a kernel known at compile time, from the compiler's own spelling of the template argument.

@@ -3,6 +3,7 @@
 #include <thrust/memory.h>
 #include <thrust/system/cpp/execution_policy.h>
 
+#include <algorithm>
 #include <concepts>
 #include <cstdio>
 #include <cstdlib>
@@ -39,9 +40,9 @@ class Allocator {
 
  private:
   // ThrustScratch is not thread-safe, and a GPU's Thrust asks it from the calling thread alone. The
-  // algorithms here ask for their temporaries outside every parallel region (the reduction below allocates
-  // before its loop; the sort runs sequentially); a Thrust whose algorithm asked from inside one would fail
-  // here, loudly, rather than race.
+  // algorithms here ask for their temporaries outside every parallel region (the reduction and the sort
+  // below allocate before their loops); a Thrust whose algorithm asked from inside one would fail here,
+  // loudly, rather than race.
   static void check_one_thread() noexcept {
 #if defined(MNISTDP_THRUST_HOST_OPENMP)
     if (omp_in_parallel()) {
@@ -67,11 +68,13 @@ auto parallel(Allocator& allocator) {
 }
 using ParallelPolicy = decltype(parallel(std::declval<Allocator&>()));
 
-// The sort's policy: sequential. OpenMP's sort sorts each thread's tile with thrust::seq, whose temporaries
-// come from the host's heap, not from the policy's allocator; the sequential system's sort of 64-bit keys is
-// one radix sort whose buffers all come through the allocator, as a GPU's radix sort's do.
-auto sequential(Allocator& allocator) {
-  return thrust::cpp::par(allocator);
+// The threads the parallel loops below are cut for.
+std::ptrdiff_t parallel_threads() {
+#if defined(MNISTDP_THRUST_HOST_OPENMP)
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
 }
 
 // Thrust's reduction for ParallelPolicy (found by argument-dependent lookup, Thrust's way of letting a policy
@@ -113,12 +116,66 @@ requires std::same_as<Policy, ParallelPolicy> T reduce(Policy& policy, Iterator 
   return total;
 }
 
+// Thrust's sort of unsigned integers for ParallelPolicy, in place of OpenMP's, which sorts each thread's
+// tile with thrust::seq, whose temporaries come from the host's heap rather than from the policy's
+// allocator. This one is a GPU's: a least-significant-digit radix sort, 8 bits a pass, each pass counted
+// and scattered by every thread over its own tile, whose second buffer of keys and counts come from the
+// allocator as one temporary, as CUB's radix sort takes its one temporary storage (even for a single key).
+template <typename Policy, typename Key>
+requires std::same_as<Policy, ParallelPolicy> && std::unsigned_integral<Key>
+void sort(Policy& policy, Key* first, Key* last) {
+  constexpr int kDigitBits = 8;
+  constexpr std::ptrdiff_t kDigits = std::ptrdiff_t{1} << kDigitBits;
+  constexpr int kPasses = static_cast<int>(sizeof(Key)) * 8 / kDigitBits;
+  static_assert(kPasses % 2 == 0, "an even number of passes leaves the keys where they started");
+  const std::ptrdiff_t n = last - first;
+  if (n < 1) return;
+  const std::ptrdiff_t threads = std::min(parallel_threads(), n);
+  // [n] keys, then [kDigits, threads] counts, digit-major.
+  constexpr std::ptrdiff_t kAlign = alignof(std::ptrdiff_t);
+  const std::ptrdiff_t keys_bytes =
+      (n * static_cast<std::ptrdiff_t>(sizeof(Key)) + kAlign - 1) / kAlign * kAlign;
+  const auto storage = thrust::get_temporary_buffer<char>(
+      policy, keys_bytes + threads * kDigits * static_cast<std::ptrdiff_t>(sizeof(std::ptrdiff_t)));
+  char* bytes = thrust::raw_pointer_cast(storage.first);
+  auto* count = reinterpret_cast<std::ptrdiff_t*>(bytes + keys_bytes);
+  const auto tile = [n, threads](std::ptrdiff_t t) { return n * t / threads; };
+  Key* from = first;
+  Key* to = reinterpret_cast<Key*>(bytes);
+  for (int pass = 0; pass < kPasses && n > 1; ++pass) {
+    const int shift = pass * kDigitBits;
+    const auto digit = [shift](Key k) { return static_cast<std::ptrdiff_t>((k >> shift) & (kDigits - 1)); };
+#if defined(MNISTDP_THRUST_HOST_OPENMP)
+#pragma omp parallel for num_threads(threads)
+#endif
+    for (std::ptrdiff_t t = 0; t < threads; ++t) {
+      for (std::ptrdiff_t d = 0; d < kDigits; ++d)
+        count[d * threads + t] = 0;
+      for (std::ptrdiff_t i = tile(t); i < tile(t + 1); ++i)
+        ++count[digit(from[i]) * threads + t];
+    }
+    // Where each thread's keys of each digit go: after every smaller digit's, and after the threads before
+    // it (tiles in order, so each pass is stable).
+    std::ptrdiff_t start = 0;
+    for (std::ptrdiff_t slot = 0; slot < kDigits * threads; ++slot)
+      start += std::exchange(count[slot], start);
+#if defined(MNISTDP_THRUST_HOST_OPENMP)
+#pragma omp parallel for num_threads(threads)
+#endif
+    for (std::ptrdiff_t t = 0; t < threads; ++t)
+      for (std::ptrdiff_t i = tile(t); i < tile(t + 1); ++i)
+        to[count[digit(from[i]) * threads + t]++] = from[i];
+    std::swap(from, to);
+  }
+  thrust::return_temporary_buffer(policy, storage.first, storage.second);
+}
+
 }  // namespace
 
 void epoch_order(Temporaries& temporaries, std::int32_t* order, std::uint64_t* keys, int count,
                  std::uint64_t shuffle_seed) {
   Allocator allocator(temporaries);
-  thrust_ops::epoch_order(sequential(allocator), order, keys, count, shuffle_seed);
+  thrust_ops::epoch_order(parallel(allocator), order, keys, count, shuffle_seed);
 }
 
 void mark_correct(Temporaries& temporaries, const float* logits, const std::uint8_t* labels,
