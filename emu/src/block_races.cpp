@@ -21,7 +21,12 @@ struct Running {
   unsigned block = 0;
   std::uint64_t phase = 0;
   Span last;  // the allocation, or the gap between two, of the last access: most accesses hit it again
-  std::vector<bool> waited;  // by linear thread: has returned from cudaGridDependencySynchronize()
+  std::vector<bool> waited;           // by linear thread: has returned from cudaGridDependencySynchronize()
+  std::vector<std::uint32_t> fences;  // by linear thread: its __threadfence() calls
+  std::unordered_map<unsigned, Seen> seen;  // by linear thread, once it has made an atomic add
+  // Each thread's fences as of the block's last __syncthreads(), which an atomic write of any of the block's
+  // threads after it publishes too.
+  std::vector<std::uint32_t> fences_at_barrier;
 };
 thread_local Running running;
 // The running block's launch, where it is checked; apart from Running: the hooks test it before anything
@@ -44,12 +49,21 @@ unsigned linear_thread() {
   return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
 }
 
+std::uint32_t fences_of(const Running& r, unsigned thread) {
+  return thread < r.fences.size() ? r.fences[thread] : 0;
+}
+
 // Reached only while the running block is checked (checked_launch is set).
 [[gnu::noinline]] void on_access(const void* address, unsigned bytes, bool write) {
   Running& r = running;
   const unsigned thread = linear_thread();
+  const Seen* seen = nullptr;
+  if (!r.seen.empty()) {
+    const auto it = r.seen.find(thread);
+    if (it != r.seen.end()) seen = &it->second;
+  }
   checked_launch->access(address, bytes, write, r.block, thread, r.phase,
-                         thread < r.waited.size() && r.waited[thread], r.last);
+                         thread < r.waited.size() && r.waited[thread], fences_of(r, thread), seen, r.last);
 }
 
 }  // namespace
@@ -112,7 +126,7 @@ Span Launch::span_of(std::uintptr_t address) const {
 }
 
 void Launch::access(const void* address, unsigned bytes, bool write, unsigned block, unsigned thread,
-                    std::uint64_t phase, bool waited, Span& last) {
+                    std::uint64_t phase, bool waited, std::uint32_t fences, const Seen* seen, Span& last) {
   const auto at = reinterpret_cast<std::uintptr_t>(address);
   if (at - last.begin >= last.end - last.begin) last = span_of(at);
   if (last.allocation == nullptr) return;
@@ -122,7 +136,7 @@ void Launch::access(const void* address, unsigned bytes, bool write, unsigned bl
   // mutex would be a synchronisation ThreadSanitizer sees, ordering the very blocks it is to check.
   while (busy_.test_and_set(std::memory_order_acquire))
     sched_yield();
-  const Touch now{block, thread, phase};
+  const Touch now{block, thread, phase, fences};
   const std::size_t allocation = static_cast<std::size_t>(last.allocation - allocations_.data());
   operation_races::Conflict conflict;
   const auto between_operations = [&](std::uintptr_t unit, bool byte) {
@@ -131,13 +145,13 @@ void Launch::access(const void* address, unsigned bytes, bool write, unsigned bl
   };
   if (bytes >= kWord) {
     for (std::uintptr_t w = at / kWord * kWord; w < at + bytes; w += kWord) {
-      word(w, write, now);
+      word(w, write, now, seen);
       between_operations(w, false);
     }
   } else {
     // Byte by byte, in records of their own: blocks may write neighbouring bytes of one word (a label each).
     for (std::uintptr_t b = at; b < at + bytes; ++b) {
-      word(b | kByteRecord, write, now);
+      word(b | kByteRecord, write, now, seen);
       between_operations(b, true);
     }
   }
@@ -169,15 +183,55 @@ Launch::Word& Launch::find(std::uintptr_t address) {
   }
 }
 
-void Launch::word(std::uintptr_t address, bool write, const Touch& now) {
+std::uint64_t Launch::launch_thread(const Touch& t) const {
+  const dim3 b = spec_.block;
+  return std::uint64_t{t.block} * (std::uint64_t{b.x} * b.y * b.z) + t.thread;
+}
+
+bool Launch::ordered(const Touch& then, const Seen* seen) const {
+  if (seen == nullptr) return false;
+  const auto it = seen->acquired.find(launch_thread(then));
+  return it != seen->acquired.end() && it->second > then.fences;
+}
+
+std::uint64_t Launch::atomic_add(void* address, std::uint64_t value, unsigned bytes, unsigned block,
+                                 unsigned thread, std::uint32_t fences,
+                                 const std::vector<std::uint32_t>& fences_at_barrier, Seen& seen) {
+  const race::IgnoreAccesses own_memory;
+  while (busy_.test_and_set(std::memory_order_acquire))
+    sched_yield();
+  std::uint64_t old = 0;
+  if (bytes == 4)
+    old = __atomic_fetch_add(static_cast<std::uint32_t*>(address), static_cast<std::uint32_t>(value),
+                             __ATOMIC_RELAXED);
+  else
+    old = __atomic_fetch_add(static_cast<std::uint64_t*>(address), value, __ATOMIC_RELAXED);
+  auto& writers = published_[reinterpret_cast<std::uintptr_t>(address)];
+  for (const auto& [writer, count] : writers) {
+    std::uint32_t& known = seen.pending[writer];
+    known = std::max(known, count);
+  }
+  const auto publish = [&](unsigned t, std::uint32_t count) {
+    std::uint32_t& known = writers[launch_thread(Touch{block, t, 0, 0})];
+    known = std::max(known, count);
+  };
+  publish(thread, fences);
+  // A fence of another thread of the block, followed by a barrier this thread has passed since.
+  for (unsigned t = 0; t < fences_at_barrier.size(); ++t)
+    if (fences_at_barrier[t] > 0) publish(t, fences_at_barrier[t]);
+  busy_.clear(std::memory_order_release);
+  return old;
+}
+
+void Launch::word(std::uintptr_t address, bool write, const Touch& now, const Seen* seen) {
   Word& w = find(address);
   const bool read_now = w.reader.phase == now.phase;
-  if (w.writer.phase == now.phase && w.writer.block != now.block) {
-    report(address, write ? "writes" : "reads", now, "wrote", w.writer);
-  } else if (write && read_now && w.reader.block != now.block) {
-    report(address, "writes", now, "read", w.reader);
-  } else if (write && read_now && w.other_reader.phase == now.phase) {
-    report(address, "writes", now, "read", w.other_reader);  // this block read it first, that one after
+  if (w.writer.phase == now.phase && w.writer.block != now.block && !ordered(w.writer, seen)) {
+    report(address, write ? "writes" : "reads", now, "wrote", w.writer, seen);
+  } else if (write && read_now && w.reader.block != now.block && !ordered(w.reader, seen)) {
+    report(address, "writes", now, "read", w.reader, seen);
+  } else if (write && read_now && w.other_reader.phase == now.phase && !ordered(w.other_reader, seen)) {
+    report(address, "writes", now, "read", w.other_reader, seen);  // this block read it first, that one after
   }
   if (write) {
     w.writer = now;
@@ -197,14 +251,36 @@ std::string Launch::where(std::uintptr_t address) const {
 }
 
 void Launch::report(std::uintptr_t address, const char* now_does, const Touch& now, const char* then_did,
-                    const Touch& then) {
+                    const Touch& then, const Seen* seen) {
   if (races_++ > 0) return;
   const std::string phase = spec_.cooperative ? " in the same interval between grid.sync() calls (" +
                                                     std::to_string(now.phase) + ")"
                                               : " in the same launch";
   first_race_ = "emulated CUDA: race between blocks in kernel " + std::string(spec_.name) + ": " +
                 thread_name(now) + " " + now_does + " " + where(address & ~kByteRecord) + ", which " +
-                thread_name(then) + " " + then_did + phase + ": nothing orders two blocks of a launch";
+                thread_name(then) + " " + then_did + phase;
+  // A flag between the two that falls short of ordering them: say which fence is missing.
+  const std::uint64_t other = launch_thread(then);
+  const auto known = [&](const std::unordered_map<std::uint64_t, std::uint32_t>& m) -> std::uint32_t {
+    const auto it = seen ? m.find(other) : m.end();
+    return seen && it != m.end() ? it->second : 0;
+  };
+  const bool heard = seen && (seen->pending.count(other) || seen->acquired.count(other));
+  if (heard && known(seen->pending) > then.fences)
+    first_race_ +=
+        ": an atomic it read was written after a __threadfence() that followed that access, but "
+        "no __threadfence() of its own comes between that read and this access";
+  else if (heard)
+    first_race_ +=
+        ": an atomic it read was written by that thread with no __threadfence() between that "
+        "access and the atomic write";
+  else if (!published_.empty())
+    first_race_ +=
+        ": nothing orders two blocks of a launch (a flag set and read through atomics orders them "
+        "only with a __threadfence() between the writes and the flag's atomic write, and another "
+        "between its atomic read and the reads)";
+  else
+    first_race_ += ": nothing orders two blocks of a launch";
 }
 
 void Launch::report(std::uintptr_t address, bool write, const Touch& now, bool waited,
@@ -250,6 +326,9 @@ void enter(Launch* launch, unsigned block) {
   running.phase = 0;
   running.last = Span{};
   running.waited.clear();
+  running.fences.clear();
+  running.seen.clear();
+  running.fences_at_barrier.clear();
 }
 
 void passed_programmatic_wait() {
@@ -261,6 +340,61 @@ void passed_programmatic_wait() {
   r.waited[thread] = true;
 }
 
+void fence() {
+  if (checked_launch == nullptr) return;
+  Running& r = running;
+  const race::IgnoreAccesses own_memory;
+  const unsigned thread = linear_thread();
+  if (thread >= r.fences.size()) r.fences.resize(thread + std::size_t{1}, 0);
+  ++r.fences[thread];
+  // What its atomic reads saw before this fence is ordered before what it does after.
+  if (const auto it = r.seen.find(thread); it != r.seen.end()) {
+    for (const auto& [writer, count] : it->second.pending) {
+      std::uint32_t& acquired = it->second.acquired[writer];
+      acquired = std::max(acquired, count);
+    }
+    it->second.pending.clear();
+  }
+}
+
+void block_barrier() {
+  if (checked_launch == nullptr) return;
+  Running& r = running;
+  const race::IgnoreAccesses own_memory;
+  r.fences_at_barrier = r.fences;
+  if (r.seen.empty()) return;
+  // What any thread acquired before the barrier, every thread has after it.
+  std::unordered_map<std::uint64_t, std::uint32_t> acquired;
+  for (const auto& [thread, seen] : r.seen)
+    for (const auto& [writer, count] : seen.acquired)
+      acquired[writer] = std::max(acquired[writer], count);
+  if (acquired.empty()) return;
+  const unsigned threads = blockDim.x * blockDim.y * blockDim.z;
+  for (unsigned t = 0; t < threads; ++t) {
+    Seen& seen = r.seen[t];
+    for (const auto& [writer, count] : acquired)
+      seen.acquired[writer] = std::max(seen.acquired[writer], count);
+  }
+}
+
+std::uint64_t atomic_add(void* address, std::uint64_t value, unsigned bytes) {
+  if (checked_launch == nullptr) {
+    if (bytes == 4)
+      return __atomic_fetch_add(static_cast<std::uint32_t*>(address), static_cast<std::uint32_t>(value),
+                                __ATOMIC_RELAXED);
+    return __atomic_fetch_add(static_cast<std::uint64_t*>(address), value, __ATOMIC_RELAXED);
+  }
+  Running& r = running;
+  const unsigned thread = linear_thread();
+  Seen* seen = nullptr;
+  {
+    const race::IgnoreAccesses own_memory;
+    seen = &r.seen[thread];
+  }
+  return checked_launch->atomic_add(address, value, bytes, r.block, thread, fences_of(r, thread),
+                                    r.fences_at_barrier, *seen);
+}
+
 void set_phase(std::uint64_t phase) {
   running.phase = phase;
 }
@@ -268,9 +402,28 @@ void set_phase(std::uint64_t phase) {
 void leave() {
   checked_launch = nullptr;
   running.waited.clear();
+  running.fences.clear();
+  running.seen.clear();
+  running.fences_at_barrier.clear();
 }
 
 }  // namespace mnistdp::emu::block_races
+
+namespace mnistdp::emu {
+
+// The dialect's atomicAdd and __threadfence() (dialect.hpp). The atomic's address is checked as the kernels'
+// own accesses are: the instrumentation that checks those does not reach into the emulator.
+std::uint64_t atomic_add(void* address, std::uint64_t value, unsigned bytes) {
+  device_addresses::on_access(address, bytes, true);
+  return block_races::atomic_add(address, value, bytes);
+}
+
+void thread_fence() {
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+  block_races::fence();
+}
+
+}  // namespace mnistdp::emu
 
 // SanitizerCoverage's callbacks, called before every load and store of 1 to 16 bytes in the code compiled
 // with -fsanitize-coverage=trace-loads,trace-stores (the kernels, in preset emu-asan; vectorising is off

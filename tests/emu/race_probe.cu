@@ -5,6 +5,9 @@
 // check that reported everything would fail too.
 #include <cooperative_groups.h>
 
+#include <stdexcept>
+#include <vector>
+
 #include "kernels/cuda/runtime/check.hpp"
 #include "kernels/cuda/runtime/graph.hpp"
 #include "kernels/cuda/runtime/launch.cuh"
@@ -30,6 +33,20 @@ __global__ void neighbour_in_shared_kernel(float* __restrict__ out) {  // [kThre
   out[i] = row[(i + 1) % kThreads];
 }
 
+// Each lane writes its slot of a warp's shared array, exchanges a value with a shuffle, and reads its
+// neighbour's slot. A shuffle exchanges registers and orders no memory (the programming guide promises
+// memory ordering of __syncwarp() alone): without __syncwarp() the read races with the neighbour's write.
+template <bool kSyncWarp>
+__global__ void neighbour_after_shuffle_kernel(float* __restrict__ out) {  // [32]
+  using Row = float[32];
+  MNISTDP_SHARED(Row, row);
+  const int lane = static_cast<int>(threadIdx.x);
+  row[lane] = static_cast<float>(lane);
+  const float partner = __shfl_xor_sync(0xffffffffu, static_cast<float>(lane), 1);
+  if (kSyncWarp) __syncwarp();
+  out[lane] = row[(lane + 1) % 32] + partner;
+}
+
 // Block 0 writes, block 1 reads what block 0 wrote: without grid.sync() the blocks race.
 template <bool kGridSync>
 __global__ void across_blocks_kernel(float* __restrict__ buffer,  // [kThreads]
@@ -48,6 +65,31 @@ template <bool kOverlap>
 __global__ void slices_kernel(float* __restrict__ out) {  // [kBlocks * kThreads]
   const unsigned slice = kOverlap && blockIdx.x == kBlocks - 1 ? 0 : blockIdx.x;
   out[slice * kThreads + threadIdx.x] = static_cast<float>(blockIdx.x);
+}
+
+// Block 0's threads write data and its thread 0 then sets a flag; block 1's thread 0 waits for the flag and
+// its threads then read the data. The atomics are relaxed, as CUDA's are: only a __threadfence() between the
+// writes and the flag, and another between the flag and the reads, make block 1 see the data (the PTX ISA's
+// memory model: a release pattern and an acquire pattern); without either an H200 may serve the reads stale.
+template <bool kWriterFence, bool kReaderFence>
+__global__ void flag_kernel(float* __restrict__ data,   // [kThreads]
+                            int* flag,                  // [1], 0 at the launch
+                            float* __restrict__ out) {  // [kThreads]
+  const int i = static_cast<int>(threadIdx.x);
+  if (blockIdx.x == 0) {
+    data[i] = static_cast<float>(i) + 1.0f;
+    if (kWriterFence) __threadfence();
+    __syncthreads();
+    if (i == 0) atomicAdd(flag, 1);
+  } else {
+    if (i == 0) {
+      while (atomicAdd(flag, 0) == 0) {
+      }
+      if (kReaderFence) __threadfence();
+    }
+    __syncthreads();
+    out[i] = data[i];
+  }
 }
 
 // Blocks of 1024 threads, which pass a barrier before they write: ThreadSanitizer's runtime then orders each
@@ -160,6 +202,30 @@ void cooperative_blocks() {
   cuda::detail::launch_cooperative<across_blocks_kernel<kSynchronised>>(2, kThreads, 0, nullptr,
                                                                         buffer.data(), out.data());
   CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+template <bool kSynchronised>
+void shared_memory_across_a_shuffle() {
+  DeviceBuffer<float> out(32);
+  cuda::detail::launch<neighbour_after_shuffle_kernel<kSynchronised>>(1, 32, 0, nullptr, out.data());
+  CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+// The blocks of a cooperative launch are resident at once, so block 1 may wait for block 0.
+template <bool kWriterFence, bool kReaderFence>
+void flag_between_blocks() {
+  DeviceBuffer<float> data(kThreads), out(kThreads);
+  DeviceBuffer<int> flag(1);
+  CUDA_CHECK(cudaMemset(flag.data(), 0, sizeof(int)));
+  CUDA_CHECK(cudaDeviceSynchronize());
+  cuda::detail::launch_cooperative<flag_kernel<kWriterFence, kReaderFence>>(
+      2, kThreads, 0, nullptr, data.data(), flag.data(), out.data());
+  CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<float> host(kThreads);
+  CUDA_CHECK(cudaMemcpy(host.data(), out.data(), kThreads * sizeof(float), cudaMemcpyDeviceToHost));
+  for (int i = 0; i < kThreads; ++i)
+    if (host[static_cast<std::size_t>(i)] != static_cast<float>(i) + 1.0f)
+      throw std::runtime_error("stale data");
 }
 
 template <bool kSynchronised>
@@ -293,6 +359,12 @@ void large_blocks_programmatic_wait() {
 constexpr Case kCases[] = {
     {"shared-memory-without-barrier", shared_memory<false>},
     {"shared-memory-synchronised", shared_memory<true>},
+    {"shared-memory-across-lanes-with-only-a-shuffle", shared_memory_across_a_shuffle<false>},
+    {"shared-memory-across-lanes-synchronised-by-syncwarp", shared_memory_across_a_shuffle<true>},
+    {"flag-between-blocks-without-fences", flag_between_blocks<false, false>},
+    {"flag-between-blocks-without-the-writers-fence", flag_between_blocks<false, true>},
+    {"flag-between-blocks-without-the-readers-fence", flag_between_blocks<true, false>},
+    {"flag-between-blocks-with-fences", flag_between_blocks<true, true>},
     {"cooperative-blocks-without-grid-sync", cooperative_blocks<false>},
     {"cooperative-blocks-synchronised", cooperative_blocks<true>},
     {"blocks-far-apart-writing-one-slice", blocks_far_apart<false>},

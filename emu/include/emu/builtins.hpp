@@ -22,6 +22,9 @@ void named_barrier(int id, int threads);
 std::uint64_t shuffle_xor(unsigned mask, std::uint64_t value, int lane_mask, int width);
 void sync_warp(unsigned mask);
 void grid_sync();
+// atomicAdd of a 4- or 8-byte integer at `address` (relaxed); returns the old value.
+std::uint64_t atomic_add(void* address, std::uint64_t value, unsigned bytes);
+void thread_fence();
 void* dynamic_shared_memory();
 // The running block's storage of the shared variable declared at `tag` (one per declaration): allocated,
 // exactly `bytes` long and filled with NaN, by the first of the block's threads to reach the declaration.

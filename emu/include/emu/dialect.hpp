@@ -90,15 +90,37 @@ inline long long clock64() {
   return ::mnistdp::emu::clock_ticks();
 }
 
-// Blocks of a cooperative launch run on OS threads of their own: these must be real atomics.
+// Blocks of a cooperative launch run on OS threads of their own: these are real atomics, relaxed as CUDA's
+// are (they order no other access), made by the emulator so that the check of races between blocks sees
+// what each reads and publishes (emu/src/block_races.hpp).
+namespace mnistdp::emu {
+template <typename T>
+inline T atomic_add_of(T* address, T value) {
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8);
+  std::uint64_t bits = 0;
+  std::memcpy(&bits, &value, sizeof(T));
+  bits = atomic_add(address, bits, sizeof(T));
+  T out;
+  std::memcpy(&out, &bits, sizeof(T));
+  return out;
+}
+}  // namespace mnistdp::emu
 inline int atomicAdd(int* address, int value) {
-  return __atomic_fetch_add(address, value, __ATOMIC_RELAXED);
+  return ::mnistdp::emu::atomic_add_of(address, value);
 }
 inline unsigned atomicAdd(unsigned* address, unsigned value) {
-  return __atomic_fetch_add(address, value, __ATOMIC_RELAXED);
+  return ::mnistdp::emu::atomic_add_of(address, value);
 }
 inline unsigned long long atomicAdd(unsigned long long* address, unsigned long long value) {
-  return __atomic_fetch_add(address, value, __ATOMIC_RELAXED);
+  return ::mnistdp::emu::atomic_add_of(address, value);
+}
+
+// A fence of device scope (membar.gl, which the PTX ISA makes fence.sc.gpu): what the calling thread wrote
+// before it is seen by a thread that has seen what it writes after it, once that thread has passed a fence
+// of its own (the memory model's release and acquire patterns). The check of races between blocks counts on
+// exactly that pattern and on nothing weaker.
+inline void __threadfence() {
+  ::mnistdp::emu::thread_fence();
 }
 
 inline void cudaGridDependencySynchronize() {
