@@ -415,10 +415,12 @@ namespace mnistdp::emu {
 // own accesses are: the instrumentation that checks those does not reach into the emulator.
 std::uint64_t atomic_add(void* address, std::uint64_t value, unsigned bytes) {
   device_addresses::on_access(address, bytes, true);
+  const device_addresses::EmulatorCode emulator;
   return block_races::atomic_add(address, value, bytes);
 }
 
 void thread_fence() {
+  const device_addresses::EmulatorCode emulator;
   __atomic_thread_fence(__ATOMIC_SEQ_CST);
   block_races::fence();
 }
