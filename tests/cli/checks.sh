@@ -2,6 +2,8 @@
 #   check DESCRIPTION COMMAND...   runs COMMAND; prints "ok: DESCRIPTION" or "FAILED: DESCRIPTION" and returns
 #                                  COMMAND's success, so that a failure can show more (check ... || tail log)
 #   finish_checks                  prints "N passed, M failed"; fails when any check did
+#   contains FILE TEXT             whether FILE holds TEXT
+#   free_port                      prints a local TCP port nothing listens on, for a rendezvous
 #   small_data_set FROM TO TRAIN TEST
 #                                  writes to folder TO the first TRAIN training and TEST test samples of the
 #                                  MNIST files in folder FROM (raw or .gz), as raw IDX files
@@ -20,6 +22,8 @@ finish_checks() {
   echo "$passed passed, $failed failed"
   [ "$failed" -eq 0 ]
 }
+contains() { grep -qF -- "$2" "$1"; }
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 # A big-endian 32-bit count, as the IDX header holds it.
 be32() {

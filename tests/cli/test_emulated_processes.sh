@@ -16,8 +16,6 @@ work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
 # shellcheck source=tests/cli/checks.sh
 . "$(dirname "$0")/checks.sh"
-contains() { grep -qF -- "$2" "$1"; }
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 # What the emulated NCCL leaves in /dev/shm: nothing, once every rank has joined.
 rendezvous() { find /dev/shm -maxdepth 1 -name 'mnistdp-emu-nccl-*' -newer "$work/start" 2>/dev/null | wc -l; }
 touch "$work/start"

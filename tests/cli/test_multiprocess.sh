@@ -14,11 +14,8 @@ work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
 # shellcheck source=tests/cli/checks.sh
 . "$(dirname "$0")/checks.sh"
-contains() { grep -qF -- "$2" "$1"; }
 is_empty() { [ ! -s "$1" ]; }
 
-# A port nothing listens on, for each rendezvous.
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 common=(train --data "$data" --device cpu --no-progress --epochs 1 --log-interval 20)
 

@@ -13,7 +13,6 @@ trap 'rm -rf "$work"' EXIT
 # shellcheck source=tests/cli/checks.sh
 . "$(dirname "$0")/checks.sh"
 train() { "$bin" train --data "$data" --device cpu --no-progress --log-interval 100000 "$@"; }
-contains() { grep -qF -- "$2" "$1"; }
 lacks() { ! grep -qF -- "$2" "$1"; }
 loads() { "$bin" eval --checkpoint "$1" --data "$data" --device cpu >/dev/null 2>&1; }
 
