@@ -26,6 +26,7 @@
 #include "emu/builtins.hpp"
 #include "emu/src/config.hpp"
 #include "emu/src/device_addresses.hpp"
+#include "emu/src/device_shadow.hpp"
 #include "emu/src/engine.hpp"
 #include "emu/src/sanitizer.hpp"
 
@@ -85,6 +86,7 @@ class StackPool {
                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) throw std::bad_alloc();
     if (!guarded) mprotect(p, page, PROT_NONE);
+    device_shadow::allow(p, stride * kSlab + (guarded ? 0 : page));  // every thread's own memory
     std::vector<ctx::stack_context> slab(kSlab);
     for (std::size_t i = 0; i < kSlab; ++i) {
       char* base = static_cast<char*>(p) + (guarded ? 0 : page) + i * stride;
@@ -165,14 +167,25 @@ class SplitMix {
 enum class Wait { none, barrier, shuffle, grid, previous_kernel };
 
 // A block's storage of one shared variable, exactly its size.
-struct AlignedDelete {
+// A block's shared memory, which its kernel may touch while it lives (device_shadow.hpp).
+struct SharedDelete {
   std::size_t alignment;
-  void operator()(std::byte* p) const noexcept { ::operator delete (p, std::align_val_t{alignment}); }
+  std::size_t bytes;
+  void operator()(std::byte* p) const noexcept {
+    device_shadow::disallow(p, bytes);
+    ::operator delete (p, std::align_val_t{alignment});
+  }
 };
-using SharedBytes = std::unique_ptr<std::byte, AlignedDelete>;
+using SharedBytes = std::unique_ptr<std::byte, SharedDelete>;
+SharedBytes shared_bytes(std::size_t bytes, std::size_t alignment) {
+  SharedBytes shared(static_cast<std::byte*>(::operator new (bytes, std::align_val_t{alignment})),
+                     SharedDelete{alignment, bytes});
+  device_shadow::allow(shared.get(), bytes);
+  return shared;
+}
 struct SharedVariable {
   const void* tag = nullptr;
-  SharedBytes data{nullptr, AlignedDelete{16}};
+  SharedBytes data{nullptr, SharedDelete{16, 0}};
   std::size_t bytes = 0;
 };
 
@@ -283,9 +296,7 @@ class Block {
     if (spec.shared_bytes > 0) {
       // Exactly the launch's bytes, 16-byte aligned as on a GPU, so that AddressSanitizer sees a read past
       // them.
-      dynamic_shared_ =
-          SharedBytes(static_cast<std::byte*>(::operator new (spec.shared_bytes, std::align_val_t{16})),
-                      AlignedDelete{16});
+      dynamic_shared_ = shared_bytes(spec.shared_bytes, 16);
       std::memset(dynamic_shared_.get(), 0xFF, spec.shared_bytes);  // NaN: a read nobody wrote shows
     } else {
       dynamic_shared_.reset();
@@ -320,8 +331,7 @@ class Block {
     SharedVariable v;
     v.tag = tag;
     v.bytes = bytes;
-    v.data = SharedBytes(static_cast<std::byte*>(::operator new (bytes, std::align_val_t{align})),
-                         AlignedDelete{align});
+    v.data = shared_bytes(bytes, align);
     std::memset(v.data.get(), 0xFF, bytes);  // NaN: a read nobody wrote shows
     shared_variables_.push_back(std::move(v));
     return shared_variables_.back().data.get();
@@ -852,7 +862,7 @@ class Block {
   bool unwinding_ = false;                  // abandon() is unwinding the suspended threads
   int from_ = kScheduler;                   // the context that made the last switch
   std::array<NamedBarrier, 16> barriers_;   // 0 is __syncthreads(); bar.sync takes ids 0 to 15
-  SharedBytes dynamic_shared_{nullptr, AlignedDelete{16}};
+  SharedBytes dynamic_shared_{nullptr, SharedDelete{16, 0}};
   std::vector<SharedVariable> shared_variables_;
   std::string fault_;
   device_addresses::IllegalAccess illegal_;  // the block's first access to an illegal address

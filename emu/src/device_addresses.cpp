@@ -16,6 +16,7 @@
 #include "emu/launch.hpp"
 #include "emu/src/arena.hpp"
 #include "emu/src/block.hpp"
+#include "emu/src/device_shadow.hpp"
 #include "emu/src/engine.hpp"
 #include "emu/src/memory.hpp"
 
@@ -90,6 +91,15 @@ Span static_tls() {
 #endif
 }
 
+// The calling OS thread's static TLS, allowed in the shadow while the thread lives, from its first block.
+struct AllowedTls {
+  Span tls = static_tls();
+  AllowedTls() { device_shadow::allow(reinterpret_cast<const void*>(tls.begin), tls.bytes); }
+  ~AllowedTls() { device_shadow::disallow(reinterpret_cast<const void*>(tls.begin), tls.bytes); }
+  AllowedTls(const AllowedTls&) = delete;
+  AllowedTls& operator=(const AllowedTls&) = delete;
+};
+
 bool has_peer_access(int device, int peer) {
   Engine& e = Engine::get();
   std::lock_guard lock(e.mutex);
@@ -110,9 +120,14 @@ void enter(int device, const char* kernel, IllegalAccess& record, const void* pa
   r.record = &record;
   r.parameters_begin = reinterpret_cast<std::uintptr_t>(parameters);
   r.parameters_bytes = parameter_bytes;
-  const Span tls = static_tls();
-  r.tls_begin = tls.begin;
-  r.tls_bytes = tls.bytes;
+  static thread_local const AllowedTls allowed;
+  r.tls_begin = allowed.tls.begin;
+  r.tls_bytes = allowed.tls.bytes;
+}
+
+void allow_program() {
+  for (const Span& segment : program().segments)
+    device_shadow::allow(reinterpret_cast<const void*>(segment.begin), segment.bytes);
 }
 
 void leave() {
@@ -165,6 +180,19 @@ void check_access(std::uintptr_t address, unsigned bytes, bool write) {
             << hex(reinterpret_cast<std::uintptr_t>(a->base));
   }
   r.record->message = message.str();
+}
+
+void on_poisoned(std::uintptr_t address, unsigned bytes, bool write) {
+  Running& r = running;
+  if (address - r.range_begin < r.range_bytes) return check_access(address, bytes, write);
+  if (r.record == nullptr || !r.in_kernel) return;  // host code, or the emulator's
+  // The spans the shadow allows, whose first or last granule it may hold poisoned in part.
+  if (within(address, bytes, r.stack_begin, r.stack_bytes) ||
+      within(address, bytes, r.tls_begin, r.tls_bytes) ||
+      within(address, bytes, r.parameters_begin, r.parameters_bytes))
+    return;
+  const EmulatorCode emulator;
+  check_host_access(address, bytes, write);
 }
 
 void check_host_access(std::uintptr_t address, unsigned bytes, bool write) {

@@ -9,15 +9,17 @@
 // code, which they must not unwind.
 //
 // How the check hears of the kernels' accesses (CMakeLists.txt, mnistdp_cuda_sources): in preset emu, from
-// AddressSanitizer's inline instrumentation, which calls check_access only for an access whose shadow byte
-// device_shadow.hpp has poisoned; in preset emu-asan, from SanitizerCoverage's load and store callbacks
-// (block_races.cpp), which call on_access for every access; in preset emu-tsan, not at all.
+// AddressSanitizer's inline instrumentation, which calls on_poisoned only for an access whose shadow byte
+// device_shadow.hpp has poisoned (another device's memory reads as poisoned there); in preset emu-asan, from
+// SanitizerCoverage's load and store callbacks (block_races.cpp), which call on_access for every access; in
+// preset emu-tsan, not at all.
 //
 // Host memory. A kernel here runs in host memory of its own: its threads' stacks, its block's shared memory,
 // its launch's parameters, the program's static data and the OS thread's static TLS (where threadIdx and its
 // siblings live). An H200 reaches no other host memory but pinned allocations (cudaMallocHost): its devices
-// report no pageable memory access, and a read of a pointer from malloc or new is an illegal address. Where
-// every access is heard (emu-asan), an access to host memory outside those is recorded as one too.
+// report no pageable memory access, and a read of a pointer from malloc or new is an illegal address. An
+// access to host memory outside those is recorded as one too: in preset emu, where the shadow of every other
+// host byte is poisoned (device_shadow.hpp); in emu-asan, where every access is heard.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -80,6 +82,13 @@ inline void running_stack(const void* bottom, std::size_t bytes) {
 
 // An access that falls outside every span known good: finds its allocation, or records it as illegal.
 void check_access(std::uintptr_t address, unsigned bytes, bool write);
+
+// An access whose shadow byte is poisoned (preset emu, device_shadow.hpp): in device memory, checked as
+// above; in host memory, by the kernel's own code, an illegal address unless it is the kernel's (below).
+void on_poisoned(std::uintptr_t address, unsigned bytes, bool write);
+
+// Allows the program's static data to every kernel, in the shadow of preset emu.
+void allow_program();
 
 // The same for an access to host memory outside the spans known good (emu-asan).
 void check_host_access(std::uintptr_t address, unsigned bytes, bool write);

@@ -15,6 +15,7 @@
 
 #include "emu/src/block.hpp"
 #include "emu/src/config.hpp"
+#include "emu/src/device_shadow.hpp"
 #include "emu/src/engine.hpp"
 #include "emu/src/memory.hpp"
 #include "emu/src/resources.hpp"
@@ -70,7 +71,23 @@ class FirstFault {
   cudaError_t code_ = cudaErrorLaunchFailure;
 };
 
+// The shadow of device memory as the kernels of `device` see it (device_shadow.hpp): their own device's part
+// and their peers'.
+void show_devices_to(int device) {
+  Engine& e = Engine::get();
+  if (e.devices.size() < 2) return;
+  std::vector<bool> visible;
+  {
+    std::lock_guard lock(e.mutex);
+    visible = e.devices[static_cast<std::size_t>(device)].peer_enabled;
+  }
+  visible.resize(e.devices.size(), false);
+  visible[static_cast<std::size_t>(device)] = true;
+  device_shadow::show_devices(visible);
+}
+
 void run_grid(const LaunchSpec& spec, const std::function<void()>& body, int device, std::uint64_t launch) {
+  show_devices_to(device);
   const race::Token start;
   const race::Token end;
   const race::KernelRun kernel_run(start, {&end});
@@ -247,6 +264,7 @@ class ProgrammaticChain {
 }  // namespace
 
 void run_programmatic_chain(const std::vector<std::shared_ptr<const KernelLaunch>>& chain) {
+  show_devices_to(chain.front()->device);  // a chain is one stream's, on one device
   ProgrammaticChain(chain).run();
 }
 
@@ -314,10 +332,18 @@ cudaError_t enqueue_launch(const LaunchSpec& spec, CUstream_st* stream_handle,
   auto kernel = std::make_shared<KernelLaunch>();
   kernel->spec = spec;
   kernel->spec.device = device;
-  kernel->spec.parameters = parameters.get();
+  // The kernel may touch its parameters while the launch lives (device_shadow.hpp).
+  const void* const parameter_space = parameters.get();
+  device_shadow::allow(parameter_space, parameter_bytes);
+  std::shared_ptr<const void> allowed(parameter_space,
+                                      [held = std::move(parameters), parameter_bytes](const void* p) mutable {
+                                        device_shadow::disallow(p, parameter_bytes);
+                                        held.reset();
+                                      });
+  kernel->spec.parameters = allowed.get();
   kernel->spec.parameter_bytes = parameter_bytes;
   kernel->body = std::make_shared<const std::function<void()>>(
-      [thread_body, parameters = std::move(parameters)] { thread_body(parameters.get()); });
+      [thread_body, parameters = std::move(allowed)] { thread_body(parameters.get()); });
   kernel->device = device;
   kernel->number = next_launch_number();
   op.run = [kernel] { run_grid(kernel->spec, *kernel->body, kernel->device, kernel->number); };

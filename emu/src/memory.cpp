@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "emu/src/arena.hpp"
+#include "emu/src/device_shadow.hpp"
 #include "emu/src/engine.hpp"
 #include "emu/src/operation_races.hpp"
 #include "emu/src/sanitizer.hpp"
@@ -115,7 +116,7 @@ cudaError_t cudaMalloc(void** ptr, std::size_t bytes) {
     if (bytes > mnistdp::emu::kDeviceMemory - e.devices[static_cast<std::size_t>(device)].allocated)
       return record(cudaErrorMemoryAllocation);
   }
-  std::byte* base = mnistdp::emu::arena::allocate(bytes, mnistdp::emu::kGuardBytes);
+  std::byte* base = mnistdp::emu::arena::allocate(bytes, mnistdp::emu::kGuardBytes, device);
   if (!base) return record(cudaErrorMemoryAllocation);
   {
     const mnistdp::emu::arena::Access access;
@@ -168,6 +169,7 @@ cudaError_t release(void* ptr, bool pinned) {
   }
   mnistdp::emu::operation_races::forget(ptr);
   if (pinned) {
+    mnistdp::emu::device_shadow::disallow(ptr, a.bytes);
     std::free(ptr);
   } else {
     {
@@ -192,6 +194,7 @@ cudaError_t cudaMallocHost(void** ptr, std::size_t bytes) {
       0)
     return record(cudaErrorMemoryAllocation);
   std::memset(p, mnistdp::emu::kPoisonByte, bytes);
+  mnistdp::emu::device_shadow::allow(p, bytes);  // the devices' too (device_shadow.hpp)
   {
     auto& r = registry();
     std::lock_guard lock(r.mutex);

@@ -143,6 +143,26 @@ void kernel_reads_pageable_memory() {
   copy(in.data(), out.data());
 }
 
+// The host thread's stack, which no device reaches: the bug of passing the address of a local.
+void kernel_reads_host_stack() {
+  float in[kCount + 1] = {};
+  DeviceBuffer<float> out(kCount + 1);
+  copy(in, out.data());
+}
+
+// Pinned memory given back: host memory like any other from then on.
+void kernel_reads_freed_pinned_memory() {
+  const float* freed = nullptr;
+  {
+    PinnedBuffer<float> in(kCount + 1);
+    for (int i = 0; i <= kCount; ++i)
+      in.data()[i] = 1.0f;
+    freed = in.data();
+  }
+  DeviceBuffer<float> out(kCount + 1);
+  copy(freed, out.data());
+}
+
 // The twins: a copy to the host, and the emulated build's own device work.
 void host_reads_a_copy() {
   DeviceBuffer<float> buffer(kCount);
@@ -171,6 +191,8 @@ constexpr Case kCases[] = {
     {"kernel-reads-to-the-end", kernel_reads_to_the_end},
     {"kernel-reads-pinned-memory", kernel_reads_pinned_memory},
     {"kernel-reads-pageable-memory", kernel_reads_pageable_memory},
+    {"kernel-reads-host-stack", kernel_reads_host_stack},
+    {"kernel-reads-freed-pinned-memory", kernel_reads_freed_pinned_memory},
     {"host-reads-device-memory", host_reads_device_memory},
     {"host-reads-after-kernels", host_reads_after_kernels},
     {"host-function-reads-device-memory", host_function_reads_device_memory},
