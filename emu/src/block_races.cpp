@@ -429,24 +429,25 @@ void thread_fence() {
 
 // SanitizerCoverage's callbacks, called before every load and store of 1 to 16 bytes in the code compiled
 // with -fsanitize-coverage=trace-loads,trace-stores (the kernels, in preset emu-asan; vectorising is off
-// there, so that no access is wider). Each access goes to the check of device addresses
-// (device_addresses.hpp), then, where it runs, to the check of races between blocks. C linkage ignores the
-// pointee's type, which the compiler gives as an integer of the access's size. The race check is the
-// emulator's code: library code it shares with the kernels may be the kernels' instrumented copy, whose
-// accesses are not the kernel's (device_addresses::EmulatorCode). Most accesses are to a
-// thread's own stack or its block's shared memory, or to an allocation met just before: the address check
-// returns after a few compares, and the race check, off in most tests, after one load and one test.
+// there, so that no access is wider). In a launch the check of races between blocks watches, each access goes
+// to the check of addresses (device_addresses.hpp), then to the race check; in any other, the callback
+// returns after one load and one test. Preset emu checks every launch's addresses through its shadow
+// (device_shadow.hpp), and AddressSanitizer here reports an access to poisoned device memory by itself: a
+// call into the check before every access of every kernel took half of this preset's time. C linkage
+// ignores the pointee's type, which the compiler gives as an integer of the access's size. The race check is
+// the emulator's code: library code it shares with the kernels may be the kernels' instrumented copy, whose
+// accesses are not the kernel's (device_addresses::EmulatorCode).
 #define MNISTDP_EMU_ACCESS_HOOKS(bytes)                                              \
   extern "C" void __sanitizer_cov_load##bytes(const void* p) {                       \
-    mnistdp::emu::device_addresses::on_access(p, bytes, false);                      \
     if (__builtin_expect(mnistdp::emu::block_races::checked_launch != nullptr, 0)) { \
+      mnistdp::emu::device_addresses::on_access(p, bytes, false);                    \
       const mnistdp::emu::device_addresses::EmulatorCode emulator;                   \
       mnistdp::emu::block_races::on_access(p, bytes, false);                         \
     }                                                                                \
   }                                                                                  \
   extern "C" void __sanitizer_cov_store##bytes(const void* p) {                      \
-    mnistdp::emu::device_addresses::on_access(p, bytes, true);                       \
     if (__builtin_expect(mnistdp::emu::block_races::checked_launch != nullptr, 0)) { \
+      mnistdp::emu::device_addresses::on_access(p, bytes, true);                     \
       const mnistdp::emu::device_addresses::EmulatorCode emulator;                   \
       mnistdp::emu::block_races::on_access(p, bytes, true);                          \
     }                                                                                \
