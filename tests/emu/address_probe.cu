@@ -4,6 +4,7 @@
 // same thing the right way, must run to the end.
 #include <cstdio>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "kernels/cuda/runtime/check.hpp"
@@ -12,6 +13,16 @@
 #include "tests/emu/probe_main.hpp"
 
 #if defined(MNISTDP_CUDA_EMULATED)  // not in nvcc's report of the kernels' resources
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstddef>
+
 #include "emu/device_work.hpp"
 #endif
 
@@ -173,6 +184,38 @@ void host_reads_a_copy() {
 }
 
 #if defined(MNISTDP_CUDA_EMULATED)
+// Runs the probe again on case `inner`, in a process where userfaultfd(2) fails with EPERM, as a container's
+// seccomp filter may make it: the emulator cannot make the shadow of host memory there (device_shadow.hpp).
+[[noreturn]] void without_userfaultfd(const char* inner) {
+  sock_filter filter[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_userfaultfd, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  sock_fprog program{static_cast<unsigned short>(sizeof filter / sizeof filter[0]), filter};
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+      prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) != 0)
+    throw std::runtime_error("cannot install the seccomp filter");
+  char self[] = "/proc/self/exe";
+  char name[] = "mnistdp_emu_address_probe";
+  std::vector<char> argument(inner, inner + std::char_traits<char>::length(inner) + 1);
+  char* arguments[] = {name, argument.data(), nullptr};
+  execv(self, arguments);
+  throw std::runtime_error("cannot run the probe again");
+}
+
+void kernel_reads_pageable_memory_without_userfaultfd() {
+  without_userfaultfd("kernel-reads-pageable-memory");
+}
+
+void kernel_reads_past_end_without_userfaultfd() {
+  without_userfaultfd("kernel-reads-past-end");
+}
+
 void device_work_reads_device_memory() {
   DeviceBuffer<float> buffer(kCount);
   filled(buffer);
@@ -199,6 +242,8 @@ constexpr Case kCases[] = {
     {"host-reads-a-copy", host_reads_a_copy},
 #if defined(MNISTDP_CUDA_EMULATED)
     {"device-work-reads-device-memory", device_work_reads_device_memory},
+    {"kernel-reads-pageable-memory-without-userfaultfd", kernel_reads_pageable_memory_without_userfaultfd},
+    {"kernel-reads-past-end-without-userfaultfd", kernel_reads_past_end_without_userfaultfd},
 #endif
 };
 
