@@ -166,8 +166,7 @@ class SplitMix {
 
 enum class Wait { none, barrier, shuffle, grid, previous_kernel };
 
-// A block's storage of one shared variable, exactly its size.
-// A block's shared memory, which its kernel may touch while it lives (device_shadow.hpp).
+// A block's shared memory, exactly its size, which its kernel may touch while it lives (device_shadow.hpp).
 struct SharedDelete {
   std::size_t alignment;
   std::size_t bytes;

@@ -186,11 +186,8 @@ void on_poisoned(std::uintptr_t address, unsigned bytes, bool write) {
   Running& r = running;
   if (address - r.range_begin < r.range_bytes) return check_access(address, bytes, write);
   if (r.record == nullptr || !r.in_kernel) return;  // host code, or the emulator's
-  // The spans the shadow allows, whose first or last granule it may hold poisoned in part.
-  if (within(address, bytes, r.stack_begin, r.stack_bytes) ||
-      within(address, bytes, r.tls_begin, r.tls_bytes) ||
-      within(address, bytes, r.parameters_begin, r.parameters_bytes))
-    return;
+  // Spans the shadow allows, whose first or last granule it may hold poisoned in part.
+  if (in_own_host_memory(r, address, bytes)) return;
   const EmulatorCode emulator;
   check_host_access(address, bytes, write);
 }

@@ -97,14 +97,18 @@ inline bool within(std::uintptr_t at, unsigned bytes, std::uintptr_t begin, std:
   return at - begin < span && bytes <= span - (at - begin);
 }
 
+// Whether the access falls in the running thread's stack, its OS thread's static TLS or its launch's
+// parameters: the host memory a kernel touches most.
+inline bool in_own_host_memory(const Running& r, std::uintptr_t at, unsigned bytes) {
+  return within(at, bytes, r.stack_begin, r.stack_bytes) || within(at, bytes, r.tls_begin, r.tls_bytes) ||
+         within(at, bytes, r.parameters_begin, r.parameters_bytes);
+}
+
 inline void on_access(const void* p, unsigned bytes, bool write) {
   Running& r = running;
   const auto at = reinterpret_cast<std::uintptr_t>(p);
   if (at - r.range_begin >= r.range_bytes) {  // not device memory, or no block running
-    if (r.record == nullptr || !r.in_kernel) return;
-    if (within(at, bytes, r.stack_begin, r.stack_bytes) || within(at, bytes, r.tls_begin, r.tls_bytes) ||
-        within(at, bytes, r.parameters_begin, r.parameters_bytes))
-      return;
+    if (r.record == nullptr || !r.in_kernel || in_own_host_memory(r, at, bytes)) return;
     for (int i = 0; i < Running::kSpans; ++i)
       if (within(at, bytes, r.host_begin[i], r.host_bytes[i])) return;
     const EmulatorCode emulator;  // the check's own accesses (its message) are not the kernel's
