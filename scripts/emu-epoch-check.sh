@@ -41,8 +41,11 @@ check "one emulated device ends at the CPU path's parameters (1e-4)" "$tool" com
 check "three emulated devices follow one device's losses (1e-4)" same_losses cuda3 cuda
 check "three emulated devices end at one device's parameters (1e-4)" \
   "$tool" compare "$out/cuda3.st" "$out/cuda.st" 1e-4
+mapfile -t gemm_variants < <(common_bits_gemm_options "$bin")
+check "the hand-written GEMMs besides blocked are read from --help (${#gemm_variants[@]})" \
+  test "${#gemm_variants[@]}" -ge 3
 for variant in "--cuda-graphs" "--fused-head" "--fused-step" "--pdl" "--steps-per-graph 8" \
-  "--persistent --steps-per-graph 64" "--gemm naive" "--gemm tiled" "--gemm slab"; do
+  "--persistent --steps-per-graph 64" "${gemm_variants[@]}"; do
   name=$(echo "$variant" | tr -d ' -')
   # shellcheck disable=SC2086
   train "$name" --device cuda $variant

@@ -22,12 +22,12 @@ TEST_CASE("every communicator has one row: a unique name, its file, the layout t
   std::ifstream in(root / "docs/architecture.md");
   const std::string architecture{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
   std::set<std::string> names;
-  for (const CommunicatorVersion& v : kCommunicators) {
+  for (const CommunicatorEntry& v : kCommunicators) {
     CAPTURE(v.name);
     CHECK(names.insert(v.name).second);
     CHECK(std::filesystem::exists(root / v.source));
     CHECK(communicator_for(v.layout) == v.kind);
-    CHECK(&communicator_version(v.kind) == &v);
+    CHECK(&communicator_entry(v.kind) == &v);
     CHECK(architecture.find(std::string("| ") + v.name + " |") != std::string::npos);
   }
   // Several processes each hold one GPU: a shared device is a layout of one process only.

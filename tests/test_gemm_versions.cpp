@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -17,7 +18,7 @@ TEST_CASE("every GEMM version has one row: a unique name, its file, a way back f
           "[gemm_versions]") {
   std::set<std::string> names;
   std::set<GemmImpl> impls;
-  for (const GemmVersion& v : kGemmVersions) {
+  for (const GemmEntry& v : kGemmVersions) {
     CAPTURE(v.name);
     CHECK(names.insert(std::string(v.name)).second);
     CHECK(impls.insert(v.impl).second);
@@ -28,15 +29,23 @@ TEST_CASE("every GEMM version has one row: a unique name, its file, a way back f
   }
   CHECK(gemm_names().size() == kGemmVersions.size());
   CHECK(all_gemms().size() == kGemmVersions.size());
-  CHECK(gemms_with_common_bits() ==
-        std::vector<GemmImpl>{GemmImpl::naive, GemmImpl::tiled, GemmImpl::blocked, GemmImpl::slab});
-  CHECK(gemm_names_text() == "naive, tiled, blocked, slab or cublas");
-  CHECK(gemm_names_text(/*with_descriptions=*/true) ==
-        "naive (one thread an element), tiled (shared-memory tiles), blocked (register-blocked), slab (small "
-        "tiles, "
-        "long k slabs) or cublas (cuBLAS, for comparison)");
-  CHECK_THROWS_WITH(parse_gemm_impl("fast"),
-                    Contains("'fast'") && Contains("naive, tiled, blocked, slab or cublas"));
+  // The lists follow the table, row for row, and describe each row as it says of itself.
+  std::vector<GemmImpl> common;
+  std::string text, described;
+  for (std::size_t i = 0; i < kGemmVersions.size(); ++i) {
+    const GemmEntry& v = kGemmVersions[i];
+    CHECK(all_gemms()[i] == v.impl);
+    CHECK(gemm_names()[i] == v.name);
+    if (v.common_bits) common.push_back(v.impl);
+    const std::string separator = i == 0 ? "" : i + 1 == kGemmVersions.size() ? " or " : ", ";
+    text += separator + std::string(v.name);
+    described += separator + std::string(v.name) + " (" + std::string(v.description) + ")";
+  }
+  CHECK(gemms_with_common_bits() == common);
+  CHECK(common.size() + 1 == kGemmVersions.size());  // cuBLAS alone sums in an order of its own
+  CHECK(gemm_names_text() == text);
+  CHECK(gemm_names_text(/*with_descriptions=*/true) == described);
+  CHECK_THROWS_WITH(parse_gemm_impl("fast"), Contains("'fast'") && Contains(text));
 }
 
 TEST_CASE("the command line's --gemm takes exactly the table's names", "[gemm_versions][cli]") {
@@ -47,4 +56,20 @@ TEST_CASE("the command line's --gemm takes exactly the table's names", "[gemm_ve
   }
   const char* bad[] = {"mnist-dp", "train", "--gemm", "fast"};
   CHECK_THROWS(parse_command_line(4, bad));
+}
+
+TEST_CASE("README's option table lists exactly the table's GEMM versions", "[gemm_versions][docs]") {
+  std::ifstream readme(std::filesystem::path(MNISTDP_SOURCE_DIR) / "README.md");
+  REQUIRE(readme);
+  std::string expected = "| `--gemm ";
+  for (std::size_t i = 0; i < kGemmVersions.size(); ++i)
+    expected += (i == 0 ? "" : "\\|") + std::string(kGemmVersions[i].name);
+  expected += "` |";
+  bool found = false;
+  for (std::string line; std::getline(readme, line);)
+    if (line.rfind("| `--gemm ", 0) == 0) {
+      CHECK(line.rfind(expected, 0) == 0);
+      found = true;
+    }
+  CHECK(found);
 }

@@ -531,7 +531,7 @@ struct StepVariant {
 // Every GEMM version's plain step (kGemmVersions, kernels/cuda/gemm/gemm_version.hpp), then the fused ones.
 inline const std::vector<StepVariant> kStepVariants = [] {
   std::vector<StepVariant> v;
-  for (const GemmVersion& version : kGemmVersions)
+  for (const GemmEntry& version : kGemmVersions)
     v.push_back({version.impl, false});
   v.insert(v.end(), {{GemmImpl::blocked, true},
                      {GemmImpl::slab, true},
@@ -543,7 +543,7 @@ inline const std::vector<StepVariant> kStepVariants = [] {
 
 inline std::vector<ImplChoice> impls_for(const GemmCase& g) {
   std::vector<ImplChoice> v;
-  for (const GemmVersion& version : kGemmVersions) {
+  for (const GemmEntry& version : kGemmVersions) {
     // A library's product takes its epilogue as a kernel of its own: timed with it, and without it.
     const bool separate_epilogue = version.needs_cublas && g.epilogue();
     v.push_back({std::string(version.name) + (separate_epilogue ? "+epi" : ""), version.impl, true});

@@ -22,7 +22,7 @@ struct TrainOptions {
   std::string devices = "all";   // GPUs to use: "all" or a list such as "0,1,3"
   int threads = 1;               // threads per CPU replica (ThreadTeam)
   std::string device = "auto";   // auto, cpu, cuda
-  std::string gemm = "blocked";  // the CUDA matrix product: naive, tiled, blocked, slab, cublas
+  std::string gemm = "blocked";  // the CUDA matrix product: a name of kGemmVersions (gemm_version.hpp)
   bool cuda_graphs = false;      // replay each CUDA training step as a CUDA graph
   bool fused_head = false;       // fc2, the loss and their gradients in one CUDA kernel
   bool fused_step = false;       // the whole step in three CUDA kernels (implies the two above)

@@ -16,7 +16,7 @@ struct ReplicaLayout {
   bool shared_device = false;  // several replicas on one GPU
 };
 
-struct CommunicatorVersion {
+struct CommunicatorEntry {
   CommunicatorKind kind;
   const char* name;         // as the documentation calls it
   const char* source;       // the file that implements it
@@ -25,34 +25,34 @@ struct CommunicatorVersion {
 };
 
 inline constexpr std::array kCommunicators{
-    CommunicatorVersion{CommunicatorKind::host_sum,
-                        "host sum",
-                        "host/training/communicator.cpp",
-                        "CPU replicas in one process: summed in replica order in host memory",
-                        {false, false, false}},
-    CommunicatorVersion{CommunicatorKind::process_group,
-                        "process group",
-                        "host/training/communicator.cpp",
-                        "CPU replicas in several processes: the host sum, then the group's all-reduce "
-                        "(MPI or TCP)",
-                        {false, true, false}},
-    CommunicatorVersion{CommunicatorKind::nccl,
-                        "NCCL",
-                        "host/cuda/cuda_communicators.cpp",
-                        "one replica per GPU in one process: one grouped ncclAllReduce a step",
-                        {true, false, false}},
-    CommunicatorVersion{CommunicatorKind::same_device,
-                        "same-device sum",
-                        "host/cuda/cuda_communicators.cpp",
-                        "several replicas on one GPU: a kernel sums in replica order, copies bring the sum "
-                        "back",
-                        {true, false, true}},
-    CommunicatorVersion{CommunicatorKind::nccl_ranks,
-                        "NCCL across processes",
-                        "host/cuda/nccl_rank_communicator.cpp",
-                        "one GPU per process: ncclCommInitRankConfig over the group, non-blocking, watched "
-                        "with a timeout",
-                        {true, true, false}},
+    CommunicatorEntry{CommunicatorKind::host_sum,
+                      "host sum",
+                      "host/training/communicator.cpp",
+                      "CPU replicas in one process: summed in replica order in host memory",
+                      {false, false, false}},
+    CommunicatorEntry{CommunicatorKind::process_group,
+                      "process group",
+                      "host/training/communicator.cpp",
+                      "CPU replicas in several processes: the host sum, then the group's all-reduce "
+                      "(MPI or TCP)",
+                      {false, true, false}},
+    CommunicatorEntry{CommunicatorKind::nccl,
+                      "NCCL",
+                      "host/cuda/cuda_communicators.cpp",
+                      "one replica per GPU in one process: one grouped ncclAllReduce a step",
+                      {true, false, false}},
+    CommunicatorEntry{CommunicatorKind::same_device,
+                      "same-device sum",
+                      "host/cuda/cuda_communicators.cpp",
+                      "several replicas on one GPU: a kernel sums in replica order, copies bring the sum "
+                      "back",
+                      {true, false, true}},
+    CommunicatorEntry{CommunicatorKind::nccl_ranks,
+                      "NCCL across processes",
+                      "host/cuda/nccl_rank_communicator.cpp",
+                      "one GPU per process: ncclCommInitRankConfig over the group, non-blocking, watched "
+                      "with a timeout",
+                      {true, true, false}},
 };
 
 static_assert(
@@ -63,7 +63,7 @@ static_assert(
     }(),
     "kCommunicators: one row per CommunicatorKind, in its order");
 
-inline const CommunicatorVersion& communicator_version(CommunicatorKind kind) {
+inline const CommunicatorEntry& communicator_entry(CommunicatorKind kind) {
   return kCommunicators[static_cast<std::size_t>(kind)];
 }
 

@@ -42,27 +42,4 @@ void MetricsWriter::on_epoch_end(const EpochReport& r) {
   write_line(record.dump());
 }
 
-void TeeListener::on_step_loss(const StepLoss& s) {
-  first_.on_step_loss(s);
-  if (second_) second_->on_step_loss(s);
-}
-
-void TeeListener::on_step(int epoch, int step, int steps_in_epoch) {
-  first_.on_step(epoch, step, steps_in_epoch);
-  if (second_) second_->on_step(epoch, step, steps_in_epoch);
-}
-
-void TeeListener::on_epoch_end(const EpochReport& r) {
-  first_.on_epoch_end(r);
-  if (second_) second_->on_epoch_end(r);
-}
-
-}  // namespace mnistdp
-
-namespace mnistdp {
-
-bool TeeListener::stop_requested() {
-  return first_.stop_requested() || (second_ && second_->stop_requested());
-}
-
 }  // namespace mnistdp

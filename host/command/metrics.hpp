@@ -30,18 +30,4 @@ class MetricsWriter final : public TrainListener {
   std::ofstream file_;
 };
 
-// Forwards every event to two listeners, so the console and a metrics file can both watch one run.
-class TeeListener final : public TrainListener {
- public:
-  TeeListener(TrainListener& first, TrainListener* second) : first_(first), second_(second) {}
-  void on_step_loss(const StepLoss& s) override;
-  void on_step(int epoch, int step, int steps_in_epoch) override;
-  void on_epoch_end(const EpochReport& r) override;
-  bool stop_requested() override;
-
- private:
-  TrainListener& first_;
-  TrainListener* second_;  // may be null
-};
-
 }  // namespace mnistdp

@@ -17,13 +17,17 @@
 #include <vector>
 
 #include "host/checkpoint/checkpoint.hpp"
+#include "host/command/checkpoint_listener.hpp"
 #include "host/command/explain.hpp"
+#include "host/command/listeners.hpp"
 #include "host/command/memory_usage.hpp"
 #include "host/command/metrics.hpp"
 #include "host/command/placement.hpp"
 #include "host/command/progress.hpp"
 #include "host/command/replica_setup.hpp"
+#include "host/command/resume.hpp"
 #include "host/command/run_file_checks.hpp"
+#include "host/command/step_words.hpp"
 #include "host/command/stop_signals.hpp"
 #include "host/model/init.hpp"
 #include "host/model/params.hpp"
@@ -38,8 +42,6 @@ namespace mnistdp {
 
 namespace {
 
-// The batch size goes into the checkpoint: a run resumed with another one would not be the same run.
-constexpr std::string_view kBatchSizeKey = "mnist_dp.batch_size";
 constexpr double kMiB = 1024.0 * 1024.0;
 
 DataSplits load_data(const TrainOptions& o, bool report) {
@@ -146,301 +148,9 @@ std::string start_record(const TrainConfig& t, const DataSplits& data,
       .dump();
 }
 
-// Where the run starts: from the seed, from a parameter file (--init-from), or where a checkpoint left off
-// (--resume), which also brings back the momentum, the step and the settings.
-struct StartState {
-  std::vector<float> params;
-  std::optional<std::vector<float>> momentum;
-  long step = 0;
-};
-
-// "300 steps done, epoch 0 up to its step 299", "938 steps done, 1 epoch complete".
-std::string progress_words(long steps_done, int steps_per_epoch) {
-  if (steps_done == 0) return "no step done yet";
-  const long epochs = steps_done / steps_per_epoch;
-  const long within = steps_done % steps_per_epoch;
-  if (within == 0)
-    return fmt::format("{} step{} done, {} epoch{} complete", steps_done, steps_done == 1 ? "" : "s", epochs,
-                       epochs == 1 ? "" : "s");
-  return fmt::format("{} step{} done, epoch {} up to its step {}", steps_done, steps_done == 1 ? "" : "s",
-                     epochs, within - 1);
-}
-
-// The settings a checkpoint stores (beside the seed and the batch size, kept in their own fields): a resumed
-// run takes each from the file unless the command line gives it, and refuses a given value that differs,
-// since the run would then no longer be the one saved.
-class ResumedSettings {
- public:
-  ResumedSettings(const TrainOptions& o, const Checkpoint& c) : o_(o), c_(c) {}
-
-  void take_float(std::string_view option, const std::string& key, float& value) const {
-    const auto saved = c_.extra.find(key);
-    if (saved == c_.extra.end()) return;  // a checkpoint from before the setting was stored
-    char* end = nullptr;
-    const float x = std::strtof(saved->second.c_str(), &end);
-    if (saved->second.empty() || *end != '\0' || !std::isfinite(x))
-      throw CheckpointError(
-          fmt::format("{}: the metadata {} is not a number: '{}'", o_.resume->string(), key, saved->second));
-    refuse_if_given_otherwise(option, x == value, fmt::format("with {} {}", option, x),
-                              fmt::format("{} {}", option, value));
-    value = x;
-  }
-
-  void take_flag(std::string_view option, const std::string& key, bool& value) const {
-    const auto saved = c_.extra.find(key);
-    if (saved == c_.extra.end()) return;
-    if (saved->second != "true" && saved->second != "false")
-      throw CheckpointError(fmt::format("{}: the metadata {} is neither true nor false: '{}'",
-                                        o_.resume->string(), key, saved->second));
-    const bool x = saved->second == "true";
-    refuse_if_given_otherwise(option, x == value, fmt::format("{} {}", x ? "with" : "without", option),
-                              fmt::format("{}{}", option, value ? "" : "=false"));
-    value = x;
-  }
-
-  void take_whole(std::string_view option, const std::optional<std::string>& saved_text,
-                  std::uint64_t& value) const {
-    if (!saved_text) return;
-    std::uint64_t x = 0;
-    const auto [end, error] = std::from_chars(saved_text->data(), saved_text->data() + saved_text->size(), x);
-    if (saved_text->empty() || error != std::errc() || end != saved_text->data() + saved_text->size())
-      throw CheckpointError(fmt::format("{}: the saved {} is not a whole number: '{}'", o_.resume->string(),
-                                        option, *saved_text));
-    refuse_if_given_otherwise(option, x == value, fmt::format("with {} {}", option, x),
-                              fmt::format("{} {}", option, value));
-    value = x;
-  }
-
- private:
-  void refuse_if_given_otherwise(std::string_view option, bool same, const std::string& saved,
-                                 const std::string& given) const {
-    if (same || !o_.is_given(option)) return;
-    throw UsageError(fmt::format(
-        "--resume {}: the run was saved {}, but the command line gives {}; a resumed run keeps the saved "
-        "settings (leave {} out to continue it as it was, or start a new run from its parameters with "
-        "--init-from)",
-        o_.resume->string(), saved, given, option));
-  }
-
-  const TrainOptions& o_;
-  const Checkpoint& c_;
-};
-
-StartState start_state(const TrainOptions& o, TrainConfig& t, const DataSplits& data) {
-  StartState state;
-  if (o.resume) {
-    Checkpoint c = load_checkpoint(*o.resume);
-    if (!c.has_training_state)
-      throw CheckpointError(
-          fmt::format("{}: holds parameters but no training state (a file written by PyTorch?); "
-                      "start from it with --init-from instead of --resume",
-                      o.resume->string()));
-    if (c.data_fingerprint != fingerprint(data.train))
-      throw CheckpointError(
-          fmt::format("{}: was trained on other data (fingerprint {:016x}, this data set {:016x})",
-                      o.resume->string(), c.data_fingerprint, fingerprint(data.train)));
-    const ResumedSettings saved(o, c);
-    std::uint64_t batch_size = static_cast<std::uint64_t>(t.batch_size);
-    const auto b = c.extra.find(std::string(kBatchSizeKey));
-    saved.take_whole("--batch-size",
-                     b == c.extra.end() ? std::nullopt : std::optional<std::string>(b->second), batch_size);
-    if (batch_size < 1 || batch_size > 60000)
-      throw CheckpointError(
-          fmt::format("{}: the saved batch size {} is out of range", o.resume->string(), batch_size));
-    t.batch_size = static_cast<int>(batch_size);
-    saved.take_whole("--seed", std::to_string(c.seed), t.seed);
-    saved.take_float("--lr", "mnist_dp.sgd.lr", t.sgd.lr);
-    saved.take_float("--momentum", "mnist_dp.sgd.momentum", t.sgd.momentum);
-    saved.take_float("--dampening", "mnist_dp.sgd.dampening", t.sgd.dampening);
-    saved.take_float("--weight-decay", "mnist_dp.sgd.weight_decay", t.sgd.weight_decay);
-    saved.take_flag("--nesterov", "mnist_dp.sgd.nesterov", t.sgd.nesterov);
-    check_sgd_settings(t.sgd);
-    state.step = c.step;
-    state.params = std::move(c.params);
-    state.momentum = std::move(c.momentum);
-    const int steps_per_epoch = (data.train.count + t.batch_size - 1) / t.batch_size;
-    console_print(stdout, "resuming: {}, {}; with its settings: batch {}, {}, seed {}\n", o.resume->string(),
-                  progress_words(c.step, steps_per_epoch), t.batch_size, sgd_words(t.sgd), t.seed);
-    return state;
-  }
-  if (o.init_from) {
-    state.params = load_checkpoint(*o.init_from).params;
-    console_print(stdout, "initial parameters: {}\n", o.init_from->string());
-    return state;
-  }
-  state.params.resize(ParamLayout::kCount);
-  init_parameters(state.params, t.seed);
-  return state;
-}
-
-// A multi-process run's start comes from rank 0, which alone reads --resume or --init-from (so the file need
-// only be on rank 0's node, where rank 0 also saves): the step, the settings and the momentum are broadcast
-// to the other ranks here; the parameters reach them through the trainer, which broadcasts rank 0's at its
-// start.
-StartState share_start_state(ProcessGroup& group, StartState state, TrainConfig& t) {
-  struct Header {
-    std::int64_t step;
-    std::uint64_t seed;
-    std::int32_t has_momentum;
-    std::int32_t batch_size;
-    float lr;
-    float momentum;
-    float dampening;
-    float weight_decay;
-    std::int32_t nesterov;
-    std::int32_t unused;
-  } header{state.step,     t.seed,          state.momentum ? 1 : 0, t.batch_size,           t.sgd.lr,
-           t.sgd.momentum, t.sgd.dampening, t.sgd.weight_decay,     t.sgd.nesterov ? 1 : 0, 0};
-  group.broadcast(std::as_writable_bytes(std::span(&header, 1)));
-  if (group.rank() != 0) {
-    state.step = header.step;
-    t.seed = header.seed;
-    t.batch_size = header.batch_size;
-    t.sgd =
-        SgdConfig{header.lr, header.momentum, header.dampening, header.weight_decay, header.nesterov != 0};
-    state.momentum.reset();
-    if (header.has_momentum != 0) state.momentum.emplace(ParamLayout::kCount, 0.0f);
-  }
-  if (state.momentum) group.broadcast(std::as_writable_bytes(std::span(*state.momentum)));
-  return state;
-}
-
-// "epoch 0, step 248" for a step counted in all from 0.
-std::string step_words(long step, int steps_per_epoch) {
-  return fmt::format("epoch {}, step {}", step / steps_per_epoch, step % steps_per_epoch);
-}
-
-// "epoch 0, steps 0 to 49", "epoch 0, step 900 to epoch 1, step 12" for steps counted in all from 0.
-std::string steps_words(long first, long last, int steps_per_epoch) {
-  if (first == last) return step_words(first, steps_per_epoch);
-  if (first / steps_per_epoch != last / steps_per_epoch)
-    return fmt::format("{} to {}", step_words(first, steps_per_epoch), step_words(last, steps_per_epoch));
-  return fmt::format("epoch {}, steps {} to {}", first / steps_per_epoch, first % steps_per_epoch,
-                     last % steps_per_epoch);
-}
-
-// Saves a checkpoint after every epoch (and after a stopped one), and turns SIGINT, SIGTERM, SIGHUP and
-// SIGPIPE into a stop request. writes: false on the ranks other than 0, which stop with the others but save
-// nothing.
-class CheckpointListener final : public TrainListener {
- public:
-  CheckpointListener(const TrainOptions& o, const TrainConfig& t, const DataSplits& data,
-                     const Trainer& trainer, StopSignals& signals, bool writes)
-      : o_(o),
-        t_(t),
-        fingerprint_(fingerprint(data.train)),
-        trainer_(trainer),
-        signals_(signals),
-        writes_(writes) {}
-
-  bool stop_requested() override { return signals_.requested(); }
-
-  void on_epoch_end(const EpochReport& r) override {
-    if (!o_.save || !writes_) return;
-    Checkpoint c;
-    c.params.resize(ParamLayout::kCount);
-    Replica& replica = *trainer_.replicas()[0];
-    replica.store_parameters(c.params);
-    if (replica.has_momentum()) {
-      c.momentum.emplace(ParamLayout::kCount);
-      replica.store_momentum(*c.momentum);
-    }
-    c.epoch = r.complete ? r.epoch + 1 : r.epoch;
-    c.step = r.total_steps;
-    c.seed = t_.seed;
-    c.data_fingerprint = fingerprint_;
-    // The settings of the run, so that a resumed run goes on with them, and a reader
-    // (tests/python/test_step_vs_torch.py) can redo its steps.
-    c.extra[std::string(kBatchSizeKey)] = std::to_string(t_.batch_size);
-    c.extra["mnist_dp.sgd.lr"] = fmt::format("{}", t_.sgd.lr);
-    c.extra["mnist_dp.sgd.momentum"] = fmt::format("{}", t_.sgd.momentum);
-    c.extra["mnist_dp.sgd.dampening"] = fmt::format("{}", t_.sgd.dampening);
-    c.extra["mnist_dp.sgd.weight_decay"] = fmt::format("{}", t_.sgd.weight_decay);
-    c.extra["mnist_dp.sgd.nesterov"] = t_.sgd.nesterov ? "true" : "false";
-    save_checkpoint(*o_.save, c);
-    saved_step_ = r.total_steps;
-    signals_.set_message_on_kill(fmt::format(
-        "mnist-dp: stopped at once by a second signal; the last checkpoint, after {} steps, is kept "
-        "in {} (continue with --resume {})\n",
-        r.total_steps, o_.save->string(), o_.save->string()));
-  }
-
-  long saved_step() const { return saved_step_; }
-
- private:
-  const TrainOptions& o_;
-  const TrainConfig& t_;
-  std::uint64_t fingerprint_;
-  const Trainer& trainer_;
-  StopSignals& signals_;
-  bool writes_;
-  long saved_step_ = -1;
-};
-
-class Listeners final : public TrainListener {
- public:
-  // Null entries (a listener that is not wanted in this run) are left out.
-  explicit Listeners(const std::vector<TrainListener*>& all) {
-    for (TrainListener* l : all)
-      if (l) all_.push_back(l);
-  }
-  void on_step_loss(const StepLoss& s) override {
-    for (auto* l : all_)
-      l->on_step_loss(s);
-  }
-  void on_step(int epoch, int step, int steps) override {
-    for (auto* l : all_)
-      l->on_step(epoch, step, steps);
-  }
-  void on_epoch_end(const EpochReport& r) override {
-    for (auto* l : all_)
-      l->on_epoch_end(r);
-  }
-  void on_diverged(const StepLoss& s) override {
-    for (auto* l : all_)
-      l->on_diverged(s);
-  }
-  bool stop_requested() override {
-    for (auto* l : all_)
-      if (l->stop_requested()) return true;
-    return false;
-  }
-
- private:
-  std::vector<TrainListener*> all_;
-};
-
-}  // namespace
-
-namespace {
-
 std::chrono::milliseconds rank_timeout(const TrainOptions& o) {
   return std::chrono::milliseconds(static_cast<long>(o.timeout_seconds * 1000.0));
 }
-
-}  // namespace
-
-std::unique_ptr<ProcessGroup> join_process_group(const LaunchInfo& launch, const TrainOptions& o) {
-  if (!launch.multi_process()) return nullptr;
-  if (launch.launcher == Launcher::Mpi) {
-    std::unique_ptr<ProcessGroup> group = make_mpi_process_group();
-    if (group->rank() != launch.rank || group->size() != launch.world_size)
-      throw LaunchError(fmt::format("MPI says this is rank {} of {}, but the environment said rank {} of {}",
-                                    group->rank(), group->size(), launch.rank, launch.world_size));
-    return group;
-  }
-  TcpRendezvous r;
-  r.master_addr = launch.master_addr;
-  r.master_port = launch.master_port;
-  r.rank = launch.rank;
-  r.world_size = launch.world_size;
-  r.timeout = rank_timeout(o);
-  r.token = launch.run_token;
-  r.listen_on_all = o.listen_all;
-  return make_tcp_process_group(r);
-}
-
-namespace {
 
 // The options that only change how a GPU trains, as given on the command line, with their values: on the CPU
 // they change nothing, and the user is told so.
@@ -492,6 +202,26 @@ std::string finished_line(const TrainConfig& t, const std::vector<EpochReport>& 
 }
 
 }  // namespace
+
+std::unique_ptr<ProcessGroup> join_process_group(const LaunchInfo& launch, const TrainOptions& o) {
+  if (!launch.multi_process()) return nullptr;
+  if (launch.launcher == Launcher::Mpi) {
+    std::unique_ptr<ProcessGroup> group = make_mpi_process_group();
+    if (group->rank() != launch.rank || group->size() != launch.world_size)
+      throw LaunchError(fmt::format("MPI says this is rank {} of {}, but the environment said rank {} of {}",
+                                    group->rank(), group->size(), launch.rank, launch.world_size));
+    return group;
+  }
+  TcpRendezvous r;
+  r.master_addr = launch.master_addr;
+  r.master_port = launch.master_port;
+  r.rank = launch.rank;
+  r.world_size = launch.world_size;
+  r.timeout = rank_timeout(o);
+  r.token = launch.run_token;
+  r.listen_on_all = o.listen_all;
+  return make_tcp_process_group(r);
+}
 
 int run_train(const TrainOptions& o, const LaunchInfo& launch, ProcessGroup* group) {
   // From here on, SIGINT, SIGTERM, SIGHUP and SIGPIPE end the run after the step in progress, with a

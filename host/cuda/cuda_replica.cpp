@@ -69,8 +69,8 @@ DeviceBuffer<T> upload(const std::vector<T>& host, cudaStream_t stream) {
 
 StepLaunchWay step_launch_way(const CudaStepOptions& options) {
   if (options.persistent) return StepLaunchWay::persistent;
-  if (options.cuda_graphs && options.steps_per_graph > 1) return StepLaunchWay::steps_a_graph;
-  if (options.cuda_graphs) return StepLaunchWay::graph_a_step;
+  if (options.cuda_graphs && options.steps_per_graph > 1) return StepLaunchWay::multi_step_graph;
+  if (options.cuda_graphs) return StepLaunchWay::graph_per_step;
   return StepLaunchWay::plain;
 }
 
@@ -233,7 +233,7 @@ CudaReplica::CudaReplica(const DataSplits& data, int device, const CudaStepOptio
   step_.emplace(step_view(), kernels, [this](Mark m) { mark(m); });
   StepLaunchSettings settings;
   settings.steps_per_graph = steps_per_graph_;
-  launch_ = step_launch_version(way_).make(*step_, settings);
+  launch_ = step_launch_entry(way_).make(*step_, settings);
   ensure_rows(std::max(kInitialRows, std::min(kEvalChunk, std::max(test_count_, 1))));
   const int chunks = (test_count_ + kEvalChunk - 1) / kEvalChunk;
   eval_loss_ = DeviceBuffer<float>(static_cast<std::size_t>(chunks));

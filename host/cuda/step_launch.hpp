@@ -54,14 +54,14 @@ class StepLaunch {
 };
 
 // The ways, as CudaStepOptions choose them.
-enum class StepLaunchWay { plain, graph_a_step, steps_a_graph, persistent };
+enum class StepLaunchWay { plain, graph_per_step, multi_step_graph, persistent };
 
 // What a way needs beside the step.
 struct StepLaunchSettings {
   int steps_per_graph = 1;  // the most whole steps one launch runs (the queued ways)
 };
 
-struct StepLaunchVersion {
+struct StepLaunchEntry {
   StepLaunchWay way;
   const char* name;         // as tests and the documentation call it
   const char* source;       // the file that implements it, under host/cuda/
@@ -77,20 +77,20 @@ std::unique_ptr<StepLaunch> make_persistent_step_launch(CudaStep& step, const St
 
 // Every way, in StepLaunchWay's order: a new way is one row here, its file and its enum value.
 inline constexpr std::array kStepLaunchWays{
-    StepLaunchVersion{StepLaunchWay::plain, "plain", "plain_step.cpp",
-                      "every launch as the trainer calls for it, nothing kept back", "(none)",
-                      &make_plain_step_launch},
-    StepLaunchVersion{StepLaunchWay::graph_a_step, "a graph a step", "graph_step.cpp",
-                      "each step captured once per shape and replayed: a lone replica's whole step, or the "
-                      "gradients where an all-reduce stands between them and the SGD step",
-                      "--cuda-graphs, --fused-head with it, --fused-step, --pdl", &make_graph_step_launch},
-    StepLaunchVersion{StepLaunchWay::steps_a_graph, "several steps a graph", "queued_steps.cpp",
-                      "a lone replica's whole steps queued and replayed as one graph of several",
-                      "--steps-per-graph N (N > 1)", &make_queued_step_launch},
-    StepLaunchVersion{StepLaunchWay::persistent, "persistent kernel", "persistent_steps.cpp",
-                      "a lone replica's queued fused steps run by one cooperative kernel; other shapes as "
-                      "several steps a graph",
-                      "--persistent", &make_persistent_step_launch},
+    StepLaunchEntry{StepLaunchWay::plain, "plain", "plain_step.cpp",
+                    "every launch as the trainer calls for it, nothing kept back", "(none)",
+                    &make_plain_step_launch},
+    StepLaunchEntry{StepLaunchWay::graph_per_step, "a graph a step", "graph_step.cpp",
+                    "each step captured once per shape and replayed: a lone replica's whole step, or the "
+                    "gradients where an all-reduce stands between them and the SGD step",
+                    "--cuda-graphs, --fused-head with it, --fused-step, --pdl", &make_graph_step_launch},
+    StepLaunchEntry{StepLaunchWay::multi_step_graph, "several steps a graph", "queued_steps.cpp",
+                    "a lone replica's whole steps queued and replayed as one graph of several",
+                    "--steps-per-graph N (N > 1)", &make_queued_step_launch},
+    StepLaunchEntry{StepLaunchWay::persistent, "persistent kernel", "persistent_steps.cpp",
+                    "a lone replica's queued fused steps run by one cooperative kernel; other shapes as "
+                    "several steps a graph",
+                    "--persistent", &make_persistent_step_launch},
 };
 
 static_assert(
@@ -101,7 +101,7 @@ static_assert(
     }(),
     "kStepLaunchWays: one row per StepLaunchWay, in its order");
 
-inline const StepLaunchVersion& step_launch_version(StepLaunchWay way) {
+inline const StepLaunchEntry& step_launch_entry(StepLaunchWay way) {
   return kStepLaunchWays[static_cast<std::size_t>(way)];
 }
 

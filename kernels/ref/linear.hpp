@@ -4,7 +4,9 @@
 // Two CPU implementations share these signatures (and the CUDA launchers in kernels/cuda/ops/linear.hpp
 // mirror them):
 //   ref::   plain loops, the definition every other implementation is checked against;
-//   blas::  the CPU training path, its matrix products done by OpenBLAS, the rest fused into one pass.
+//   blas::  OpenBLAS's products with the rest fused into one pass, the peer that cpu::gemm was chosen over by
+//           measurement (bench/cpu_ops_bench.cpp); the CPU training path itself is cpu::
+//           (kernels/cpu/linear.hpp).
 // Every output is overwritten, never accumulated into, and batch 0 is valid (a replica with no rows still
 // produces gradients: zeros).
 

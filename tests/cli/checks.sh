@@ -23,6 +23,13 @@ finish_checks() {
   [ "$failed" -eq 0 ]
 }
 contains() { grep -qF -- "$2" "$1"; }
+# The --gemm choices of mnist-dp BINARY that sum in the hand-written versions' common order, as
+# `--gemm NAME` words, the default (blocked, the plain run they are compared with) left out: every row of
+# kernels/cuda/gemm/gemm_version.hpp's table but cuBLAS, which the sweeps check within its own bound.
+common_bits_gemm_options() {
+  "$1" train --help | sed -n 's/.*--gemm TEXT:{\([^}]*\)}.*/\1/p' | tr ',' '\n' |
+    grep -v -x -e blocked -e cublas | sed 's/^/--gemm /'
+}
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 # A big-endian 32-bit count, as the IDX header holds it.

@@ -58,8 +58,11 @@ unset MNISTDP_EMU_DEVICES MNISTDP_EMU_FAILING_DEVICE
 # 4. Every fast-path option and GEMM gives the plain path's parameters (cuBLAS and TF32 within their rounding).
 steps=24
 train --device cuda --max-steps $steps --save "$work/plain.st" >/dev/null 2>&1
+mapfile -t gemm_variants < <(common_bits_gemm_options "$bin")
+check "the hand-written GEMMs besides blocked are read from --help (${#gemm_variants[@]})" \
+  test "${#gemm_variants[@]}" -ge 3
 for variant in "--cuda-graphs" "--fused-head" "--fused-step" "--pdl" "--persistent" "--steps-per-graph 8" \
-  "--persistent --steps-per-graph 8" "--gemm naive" "--gemm tiled" "--gemm slab"; do
+  "--persistent --steps-per-graph 8" "${gemm_variants[@]}"; do
   name=$(echo "$variant" | tr -d ' -')
   # shellcheck disable=SC2086
   train --device cuda --max-steps $steps --save "$work/$name.st" $variant >"$work/$name.log" 2>&1

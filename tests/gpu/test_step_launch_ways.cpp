@@ -34,10 +34,10 @@ CudaStepOptions options_for(StepLaunchWay way) {
   switch (way) {
     case StepLaunchWay::plain:
       break;
-    case StepLaunchWay::graph_a_step:
+    case StepLaunchWay::graph_per_step:
       o.cuda_graphs = true;
       break;
-    case StepLaunchWay::steps_a_graph:
+    case StepLaunchWay::multi_step_graph:
       o.cuda_graphs = true;
       o.steps_per_graph = 3;
       break;
@@ -95,7 +95,7 @@ TEST_CASE("every way of launching a step has one row: a unique name, its file, o
   const std::filesystem::path root(MNISTDP_SOURCE_DIR);
   const std::string architecture = read_text(root / "docs/architecture.md");
   std::set<std::string> names;
-  for (const StepLaunchVersion& v : kStepLaunchWays) {
+  for (const StepLaunchEntry& v : kStepLaunchWays) {
     CAPTURE(v.name);
     CHECK(names.insert(v.name).second);
     CHECK(std::filesystem::exists(root / "host/cuda" / v.source));
@@ -110,7 +110,7 @@ TEST_CASE("every way of launching a step gives a lone replica the plain way's pa
           "[gpu][step_launch]") {
   const LoneRun plain = train_alone(options_for(StepLaunchWay::plain), 0);
   CHECK(plain.whole_steps == 0);
-  for (const StepLaunchVersion& v : kStepLaunchWays) {
+  for (const StepLaunchEntry& v : kStepLaunchWays) {
     if (v.way == StepLaunchWay::plain) continue;
     CAPTURE(v.name);
     const LoneRun fast = train_alone(options_for(v.way), 0);

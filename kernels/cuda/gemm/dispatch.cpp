@@ -56,7 +56,7 @@ static_assert(every_version_has_its_launcher(), "kLaunchers must follow kGemmVer
 }  // namespace
 
 void gemm(const GemmProblem& p, GemmImpl impl, cudaStream_t stream, cublasHandle_t handle) {
-  const GemmVersion& version = gemm_version(impl);
+  const GemmEntry& version = gemm_entry(impl);
   if (version.needs_cublas && !handle)
     throw std::invalid_argument("gemm: --gemm " + std::string(version.name) + " needs a cuBLAS handle");
   for (const Launcher& l : kLaunchers)

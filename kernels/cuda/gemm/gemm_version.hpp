@@ -14,7 +14,7 @@ namespace mnistdp {
 // reference they are measured against.
 enum class GemmImpl { naive, tiled, blocked, slab, cublas };
 
-struct GemmVersion {
+struct GemmEntry {
   GemmImpl impl;
   std::string_view name;         // what --gemm takes, and the benchmarks' and tests' label
   std::string_view description;  // a few words for --help
@@ -26,29 +26,30 @@ struct GemmVersion {
 };
 
 // Adding a version: its kernel file, one row here, one launcher in dispatch.cpp's table, the file in
-// kernels/CMakeLists.txt (docs/kernels.md, "Adding a matrix-product version").
-inline constexpr std::array<GemmVersion, 5> kGemmVersions{{
+// kernels/CMakeLists.txt (docs/kernels.md, "Adding a matrix-product version"). The table's size is the count
+// of its rows, so that a row is all a new version adds here.
+inline constexpr auto kGemmVersions = std::to_array<GemmEntry>({
     {GemmImpl::naive, "naive", "one thread an element", "kernels/cuda/gemm/v1_naive.cu", true, false},
     {GemmImpl::tiled, "tiled", "shared-memory tiles", "kernels/cuda/gemm/v2_tiled.cu", true, false},
     {GemmImpl::blocked, "blocked", "register-blocked", "kernels/cuda/gemm/v3_blocked.cu", true, false},
     {GemmImpl::slab, "slab", "small tiles, long k slabs", "kernels/cuda/gemm/v4_slab.cu", true, false},
     {GemmImpl::cublas, "cublas", "cuBLAS, for comparison", "kernels/cuda/gemm/cublas.cu", false, true},
-}};
+});
 
-constexpr const GemmVersion& gemm_version(GemmImpl impl) {
-  for (const GemmVersion& v : kGemmVersions)
+constexpr const GemmEntry& gemm_entry(GemmImpl impl) {
+  for (const GemmEntry& v : kGemmVersions)
     if (v.impl == impl) return v;
-  throw std::invalid_argument("gemm_version: a GemmImpl without a row in kGemmVersions");
+  throw std::invalid_argument("gemm_entry: a GemmImpl without a row in kGemmVersions");
 }
 
 constexpr std::string_view gemm_impl_name(GemmImpl impl) {
-  return gemm_version(impl).name;
+  return gemm_entry(impl).name;
 }
 
 // Every version's name, in the table's order: the command line's choices.
 inline std::vector<std::string> gemm_names() {
   std::vector<std::string> names;
-  for (const GemmVersion& v : kGemmVersions)
+  for (const GemmEntry& v : kGemmVersions)
     names.emplace_back(v.name);
   return names;
 }
@@ -67,7 +68,7 @@ inline std::string gemm_names_text(bool with_descriptions = false) {
 
 // The version named `name`; anything else throws std::invalid_argument listing the choices.
 inline GemmImpl parse_gemm_impl(std::string_view name) {
-  for (const GemmVersion& v : kGemmVersions)
+  for (const GemmEntry& v : kGemmVersions)
     if (v.name == name) return v.impl;
   throw std::invalid_argument("unknown GEMM implementation '" + std::string(name) + "': choose " +
                               gemm_names_text());
@@ -76,7 +77,7 @@ inline GemmImpl parse_gemm_impl(std::string_view name) {
 // The versions that give the common bits (every hand-written one): the tests compare them with each other.
 inline std::vector<GemmImpl> gemms_with_common_bits() {
   std::vector<GemmImpl> out;
-  for (const GemmVersion& v : kGemmVersions)
+  for (const GemmEntry& v : kGemmVersions)
     if (v.common_bits) out.push_back(v.impl);
   return out;
 }
@@ -84,7 +85,7 @@ inline std::vector<GemmImpl> gemms_with_common_bits() {
 // Every version, in the table's order.
 inline std::vector<GemmImpl> all_gemms() {
   std::vector<GemmImpl> out;
-  for (const GemmVersion& v : kGemmVersions)
+  for (const GemmEntry& v : kGemmVersions)
     out.push_back(v.impl);
   return out;
 }

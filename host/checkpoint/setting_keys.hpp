@@ -1,0 +1,17 @@
+#pragma once
+// The metadata keys under which `mnist-dp train --save` stores the run's settings, beside the training state
+// that checkpoint.cpp reads itself (epoch, step, seed, fingerprint, momentum). A resumed run takes each back
+// (host/command/resume.cpp), and tests/python/test_step_vs_torch.py reads them to redo a step in PyTorch, so
+// a key once written keeps its spelling.
+#include <string_view>
+
+namespace mnistdp::setting_keys {
+
+inline constexpr std::string_view kBatchSize = "mnist_dp.batch_size";
+inline constexpr std::string_view kLr = "mnist_dp.sgd.lr";
+inline constexpr std::string_view kMomentum = "mnist_dp.sgd.momentum";
+inline constexpr std::string_view kDampening = "mnist_dp.sgd.dampening";
+inline constexpr std::string_view kWeightDecay = "mnist_dp.sgd.weight_decay";
+inline constexpr std::string_view kNesterov = "mnist_dp.sgd.nesterov";
+
+}  // namespace mnistdp::setting_keys
