@@ -32,6 +32,7 @@ class CpuReplica final : public Replica {
   // Without momentum: fc1's weight is updated as its gradient is made, and never stored (cpu::WeightUpdate),
   // which saves the SGD step's pass over 98.6% of the parameters and their gradients.
   bool step_alone(int first, int count, const SgdConfig& cfg) override;
+  bool takes_whole_steps() const override { return true; }
   float loss_sum() override;
   bool loss_on_host() const override { return true; }
   EvalResult evaluate() override;

@@ -141,56 +141,45 @@ cudaError_t query_cuda_device(int index, CudaDeviceInfo& info, const char** fail
 }
 
 CudaReplica::CudaReplica(const DataSplits& data, int device, const CudaStepOptions& options)
-    : device_(select_device(device)),
-      way_(step_launch_way(options)),
-      alone_(options.alone),
-      gemm_(options.gemm),
-      tf32_(options.tf32),
-      fused_head_(options.fused_head),
-      fused_step_(options.fused_step),
-      fused_order_(options.programmatic_launch ? cuda::LaunchOrder::programmatic : cuda::LaunchOrder::serial),
-      persistent_(options.persistent),
-      persistent_blocks_per_sm_(options.persistent_blocks_per_sm),
-      graphs_on_(options.cuda_graphs),
-      steps_per_graph_(options.steps_per_graph) {
+    : options_(options), device_(select_device(device)), way_(step_launch_way(options)) {
   check_split(data.train, "training");
   check_split(data.test, "test");
-  if (steps_per_graph_ < 1)
-    throw std::invalid_argument(fmt::format("CudaReplica: {} steps a graph", steps_per_graph_));
+  if (options_.steps_per_graph < 1)
+    throw std::invalid_argument(fmt::format("CudaReplica: {} steps a graph", options_.steps_per_graph));
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
   device_name_ = prop.name;
   cc_major_ = prop.major;
   cc_minor_ = prop.minor;
   sm_count_ = prop.multiProcessorCount;
-  if (fused_order_ == cuda::LaunchOrder::programmatic && cc_major_ < 9) {
+  if (options_.programmatic_launch && cc_major_ < 9) {
     throw std::invalid_argument(fmt::format(
         "programmatic dependent launch (--pdl) needs compute capability 9.0 or newer; cuda:{} {} is sm_{}{}",
         device_, device_name_, cc_major_, cc_minor_));
   }
-  if (persistent_ && !(fused_step_ && graphs_on_))
+  if (options_.persistent && !(options_.fused_step && options_.cuda_graphs))
     throw std::invalid_argument("CudaReplica: the persistent kernel runs fused steps, with CUDA graphs on");
-  if (persistent_) {
+  if (options_.persistent) {
     // More blocks than stay resident are refused now rather than at the first step: the grid-wide barrier
     // would wait for blocks that never start. A device without cooperative launches is refused only where
     // the kernel would run: for a lone replica.
     persistent_most_blocks_per_sm_ = cuda::persistent_step_max_blocks_per_sm();
-    if (alone_ && persistent_most_blocks_per_sm_ == 0) {
+    if (options_.alone && persistent_most_blocks_per_sm_ == 0) {
       throw std::invalid_argument(fmt::format(
           "the persistent kernel (--persistent) needs cooperative launches, which cuda:{} {} does not take "
           "here",
           device_, device_name_));
     }
     const int most = std::max(persistent_most_blocks_per_sm_, 1);
-    if (persistent_blocks_per_sm_ < 1 || persistent_blocks_per_sm_ > most) {
+    if (options_.persistent_blocks_per_sm < 1 || options_.persistent_blocks_per_sm > most) {
       throw std::invalid_argument(
           fmt::format("the persistent kernel on cuda:{} {} takes 1 to {} blocks an SM, not {}", device_,
-                      device_name_, most, persistent_blocks_per_sm_));
+                      device_name_, most, options_.persistent_blocks_per_sm));
     }
   }
-  if (tf32_ && gemm_ != GemmImpl::cublas)
+  if (options_.tf32 && options_.gemm != GemmImpl::cublas)
     throw std::invalid_argument("TF32 (--tf32) is cuBLAS's: it needs --gemm cublas");
-  if (gemm_ == GemmImpl::cublas) cublas_.emplace(stream_.get(), tf32_);
+  if (options_.gemm == GemmImpl::cublas) cublas_.emplace(stream_.get(), options_.tf32);
 
   const cudaStream_t s = stream_.get();
   train_count_ = data.train.count;
@@ -225,15 +214,16 @@ CudaReplica::CudaReplica(const DataSplits& data, int device, const CudaStepOptio
   host_watch_ = PinnedBuffer<cuda::LossWatch>(1);
   cuda::start_loss_watch(loss_watch_.data(), 0, s);
   StepKernels kernels;
-  kernels.gemm = {gemm_, s, cublas_ ? cublas_->get() : nullptr};
-  kernels.fused_head = fused_head_;
-  kernels.fused_step = fused_step_;
-  kernels.fused_order = fused_order_;
-  kernels.persistent_blocks = persistent_ ? sm_count_ * persistent_blocks_per_sm_ : 0;
+  kernels.gemm = {options_.gemm, s, cublas_ ? cublas_->get() : nullptr};
+  kernels.fused_head = options_.fused_head;
+  kernels.fused_step = options_.fused_step;
+  kernels.fused_order = fused_order();
+  kernels.persistent_blocks = options_.persistent ? sm_count_ * options_.persistent_blocks_per_sm : 0;
   step_.emplace(step_view(), kernels, [this](Mark m) { mark(m); });
   StepLaunchSettings settings;
-  settings.steps_per_graph = steps_per_graph_;
+  settings.steps_per_graph = options_.steps_per_graph;
   launch_ = step_launch_entry(way_).make(*step_, settings);
+  plain_ = step_launch_entry(StepLaunchWay::plain).make(*step_, settings);
   ensure_rows(std::max(kInitialRows, std::min(kEvalChunk, std::max(test_count_, 1))));
   const int chunks = (test_count_ + kEvalChunk - 1) / kEvalChunk;
   eval_loss_ = DeviceBuffer<float>(static_cast<std::size_t>(chunks));
@@ -250,6 +240,17 @@ CudaReplica::~CudaReplica() {
 
 void CudaReplica::activate() const {
   CUDA_CHECK(cudaSetDevice(device_));
+}
+
+void CudaReplica::prepare_access() {
+  activate();
+  launch_->launch_queued();
+}
+
+StepLaunch& CudaReplica::two_call_launch() {
+  if (!tracing() && !options_.alone) return *launch_;
+  launch_->launch_queued();
+  return *plain_;
 }
 
 void CudaReplica::ensure_rows(int rows) {
@@ -282,32 +283,33 @@ std::size_t CudaReplica::device_bytes() const {
 std::string CudaReplica::description() const {
   // The fused step, several steps a graph and the persistent kernel run a lone replica's whole steps alone.
   // Shards too large for the fused head run the plain launches (in graphs, with graphs on).
-  const bool whole_steps = alone_ && graphs_on_;
+  const bool whole_steps = options_.alone && options_.cuda_graphs;
   std::string fused;
-  if (fused_step_ || fused_head_) {
-    const char* what = !fused_step_ || !whole_steps                      ? "fused head"
-                       : persistent_                                     ? "fused step, persistent kernel"
-                       : fused_order_ == cuda::LaunchOrder::programmatic ? "fused step, programmatic launch"
-                                                                         : "fused step";
+  if (options_.fused_step || options_.fused_head) {
+    const char* what = !options_.fused_step || !whole_steps ? "fused head"
+                       : options_.persistent                ? "fused step, persistent kernel"
+                       : options_.programmatic_launch       ? "fused step, programmatic launch"
+                                                            : "fused step";
     fused =
         fmt::format(", {} for shards of up to {} rows{}", what, cuda::classifier_head_max_rows(L::kClasses),
-                    fused_step_ && !whole_steps ? " (the fused step needs a lone replica)" : "");
+                    options_.fused_step && !whole_steps ? " (the fused step needs a lone replica)" : "");
   }
   std::string graphs;
-  if (persistent_ && whole_steps)
-    graphs = fmt::format(
-        ", {} a launch, {} block{} an SM",
-        steps_per_graph_ == 1 ? std::string("1 step") : fmt::format("up to {} steps", steps_per_graph_),
-        persistent_blocks_per_sm_, persistent_blocks_per_sm_ == 1 ? "" : "s");
-  else if (graphs_on_ && steps_per_graph_ > 1)
-    graphs = whole_steps ? fmt::format(", CUDA graphs of up to {} steps", steps_per_graph_)
+  if (options_.persistent && whole_steps)
+    graphs =
+        fmt::format(", {} a launch, {} block{} an SM",
+                    options_.steps_per_graph == 1 ? std::string("1 step")
+                                                  : fmt::format("up to {} steps", options_.steps_per_graph),
+                    options_.persistent_blocks_per_sm, options_.persistent_blocks_per_sm == 1 ? "" : "s");
+  else if (options_.cuda_graphs && options_.steps_per_graph > 1)
+    graphs = whole_steps ? fmt::format(", CUDA graphs of up to {} steps", options_.steps_per_graph)
                          : std::string(", CUDA graphs (several steps a graph need a lone replica)");
-  else if (graphs_on_)
+  else if (options_.cuda_graphs)
     graphs = ", CUDA graphs";
   return fmt::format("cuda:{} {} (sm_{}{}, {} SMs), gemm {}{}{}, {:.1f} MiB of device memory", device_,
                      device_name_, cc_major_, cc_minor_, sm_count_,
-                     fmt::format("{}{}", gemm_impl_name(gemm_), tf32_ ? " (TF32)" : ""), fused, graphs,
-                     static_cast<double>(device_bytes()) / kMiB);
+                     fmt::format("{}{}", gemm_impl_name(options_.gemm), options_.tf32 ? " (TF32)" : ""),
+                     fused, graphs, static_cast<double>(device_bytes()) / kMiB);
 }
 
 void CudaReplica::load_parameters(std::span<const float> params) {
@@ -315,10 +317,9 @@ void CudaReplica::load_parameters(std::span<const float> params) {
     throw std::invalid_argument(
         fmt::format("load_parameters: {} values, expected {}", params.size(), L::kCount));
   }
-  activate();
   // Queued steps update the parameters this replaces; a recorded step computes with the parameters it was
   // recorded with.
-  launch_->launch_queued();
+  prepare_access();
   CUDA_CHECK(
       cudaMemcpyAsync(params_.data(), params.data(), params_.bytes(), cudaMemcpyHostToDevice, stream_.get()));
   synchronize();
@@ -329,8 +330,7 @@ void CudaReplica::store_parameters(std::span<float> params) {
     throw std::invalid_argument(
         fmt::format("store_parameters: {} values, expected {}", params.size(), L::kCount));
   }
-  activate();
-  launch_->launch_queued();
+  prepare_access();
   CUDA_CHECK(
       cudaMemcpyAsync(params.data(), params_.data(), params_.bytes(), cudaMemcpyDeviceToHost, stream_.get()));
   synchronize();
@@ -341,9 +341,8 @@ void CudaReplica::load_momentum(std::span<const float> momentum) {
     throw std::invalid_argument(
         fmt::format("load_momentum: {} values, expected {}", momentum.size(), L::kCount));
   }
-  activate();
-  launch_->launch_queued();  // queued steps update the buffer this replaces
-  if (momentum.empty()) {    // no buffer yet, as before a first step with momentum
+  prepare_access();        // queued steps update the buffer this replaces
+  if (momentum.empty()) {  // no buffer yet, as before a first step with momentum
     has_momentum_ = false;
     return;
   }
@@ -359,16 +358,14 @@ void CudaReplica::store_momentum(std::span<float> momentum) {
     throw std::invalid_argument(
         fmt::format("store_momentum: {} values, expected {}", momentum.size(), L::kCount));
   }
-  activate();
-  launch_->launch_queued();
+  prepare_access();
   CUDA_CHECK(cudaMemcpyAsync(momentum.data(), momentum_.data(), momentum_.bytes(), cudaMemcpyDeviceToHost,
                              stream_.get()));
   synchronize();
 }
 
 void CudaReplica::make_epoch_order(std::uint64_t seed, int epoch) {
-  activate();
-  launch_->launch_queued();  // queued and recorded steps read the order they were given with
+  prepare_access();  // queued and recorded steps read the order they were given with
   // Queued on the stream after the steps already queued, which read the previous order; nothing waits.
   cuda::epoch_order(order_.data(), order_keys_.data(), train_count_, epoch_shuffle_seed(seed, epoch),
                     thrust_scratch_, stream_.get());
@@ -387,8 +384,7 @@ void CudaReplica::set_epoch_order(std::span<const std::int32_t> order) {
     throw std::invalid_argument(
         fmt::format("set_epoch_order: index {} at position {} is out of range", *bad, bad - order.begin()));
   }
-  activate();
-  launch_->launch_queued();  // queued and recorded steps read the order they were given with
+  prepare_access();  // queued and recorded steps read the order they were given with
   // The copy is ordered on the stream after the steps already queued, which read the previous order.
   if (!order.empty()) {
     PinnedBuffer<std::int32_t>& staging = order_staging_[static_cast<std::size_t>(order_slot_)];
@@ -439,9 +435,8 @@ Replica::ShardBuffers CudaReplica::shard_buffers(int rows) {
 
 void CudaReplica::forward_logits(int first, int count) {
   check_rows(first, count, "forward_logits");
-  activate();
+  prepare_access();
   ensure_rows(std::max(count, 1));
-  launch_->launch_queued();
   step_->forward_logits(first, count);
 }
 
@@ -469,35 +464,20 @@ void CudaReplica::compute_gradients(int first, int count, int global_batch) {
   }
   activate();
   if (count > 0) ensure_rows(count);
-  // Traced steps (with the timeline's marks), and a lone replica's steps in two calls (the momentum buffer's
-  // first, an empty shard), run the plain way: a lone replica's graphs hold whole steps.
-  if (tracing() || alone_) {
-    launch_->launch_queued();
-    if (count == 0)
-      step_->zero_gradients();
-    else
-      step_->gradients(first, count, global_batch, /*from_cursor=*/false);
-    return;
-  }
-  launch_->compute_gradients(first, count, global_batch);
+  two_call_launch().compute_gradients(first, count, global_batch);
 }
 
 void CudaReplica::sgd_step(const SgdConfig& cfg) {
   activate();
   const bool with_momentum = cfg.momentum != 0.0f;
   const bool first_step = with_momentum && !has_momentum_;
-  if (tracing() || alone_) {
-    launch_->launch_queued();
-    step_->sgd(cfg, first_step);
-  } else {
-    launch_->sgd_step(cfg, first_step);
-  }
+  two_call_launch().sgd_step(cfg, first_step);
   if (with_momentum) has_momentum_ = true;
 }
 
 bool CudaReplica::step_alone(int first, int count, const SgdConfig& cfg) {
   // The momentum buffer's first step and traced steps run the plain way, through the two calls.
-  if (!alone_ || tracing() || count == 0 || (cfg.momentum != 0.0f && !has_momentum_)) return false;
+  if (!options_.alone || tracing() || count == 0 || (cfg.momentum != 0.0f && !has_momentum_)) return false;
   check_rows(first, count, "step_alone");
   activate();
   ensure_rows(count);
@@ -507,10 +487,7 @@ bool CudaReplica::step_alone(int first, int count, const SgdConfig& cfg) {
 float* CudaReplica::gradient_buffer() {
   // The buffer is read (by a communicator, or a test) once the caller has ordered itself after the stream;
   // a recorded step must be on the stream by then.
-  if (launch_->holds_steps()) {
-    activate();
-    launch_->launch_queued();
-  }
+  if (launch_->holds_steps()) prepare_access();
   return grads_.data();
 }
 
@@ -525,8 +502,7 @@ void CudaReplica::mark(Mark m) {
 }
 
 void CudaReplica::trace_steps(long steps) {
-  activate();
-  launch_->launch_queued();
+  prepare_access();
   trace_events_.clear();
   traced_steps_ = 0;
   trace_remaining_ = steps;
@@ -565,8 +541,7 @@ void CudaReplica::synchronize() {
 }
 
 bool CudaReplica::watch_losses(long next_step) {
-  activate();
-  launch_->launch_queued();  // steps already given are numbered as they were
+  prepare_access();  // steps already given are numbered as they were
   cuda::start_loss_watch(loss_watch_.data(), next_step, stream_.get());
   seen_watch_ = cuda::LossWatch{next_step, -1, 0.0f};
   return true;
@@ -578,8 +553,7 @@ std::optional<NonFiniteLoss> CudaReplica::first_nonfinite_loss() const {
 }
 
 float CudaReplica::loss_sum() {
-  activate();
-  launch_->launch_queued();
+  prepare_access();
   CUDA_CHECK(cudaMemcpyAsync(host_loss_.data(), grads_.data() + L::kLossSlot, sizeof(float),
                              cudaMemcpyDeviceToHost, stream_.get()));
   synchronize();
@@ -590,8 +564,7 @@ EvalResult CudaReplica::evaluate() {
   EvalResult result;
   result.count = test_count_;
   if (test_count_ == 0) return result;
-  activate();
-  launch_->launch_queued();  // the parameters after every step so far
+  prepare_access();  // the parameters after every step so far
   const cudaStream_t s = stream_.get();
   const int chunks = static_cast<int>(eval_loss_.size());
   for (int c = 0; c < chunks; ++c) {

@@ -126,6 +126,8 @@ class CudaReplica final : public Replica {
   // With CudaStepOptions::alone and cuda_graphs, the whole step the way chosen takes it; false otherwise,
   // and for the first step with momentum and traced steps, which run the plain way.
   bool step_alone(int first, int count, const SgdConfig& cfg) override;
+  // A lone replica with CUDA graphs: the plain way has nothing to gain from whole steps.
+  bool takes_whole_steps() const override { return options_.alone && options_.cuda_graphs; }
   std::optional<DevicePlace> device_place() const override { return DevicePlace{device_, stream_.get()}; }
   // nn.DataParallel's pieces, on this replica's stream: the plain launches whatever the options.
   ShardBuffers shard_buffers(int rows) override;
@@ -150,7 +152,7 @@ class CudaReplica final : public Replica {
   // Bytes of device memory this replica holds (its buffers; the CUDA context and cuBLAS's workspace aside).
   std::size_t device_bytes() const;
 
-  bool cuda_graphs() const { return graphs_on_; }
+  bool cuda_graphs() const { return options_.cuda_graphs; }
   // The way its steps are launched (step_launch.hpp).
   StepLaunchWay launch_way() const { return way_; }
 
@@ -168,6 +170,16 @@ class CudaReplica final : public Replica {
 
  private:
   void activate() const;
+  // Before anything reads or changes what the steps change (parameters, momentum, gradients, the loss, the
+  // order, the activations): the device made current and every step kept back put on the stream.
+  void prepare_access();
+  // The way that takes a step given in two calls (compute_gradients, sgd_step): the chosen way's, or the
+  // plain way's for traced steps (their marks go between launches) and a lone replica's (whose graphs hold
+  // whole steps), once the chosen way has launched what it kept back.
+  StepLaunch& two_call_launch();
+  cuda::LaunchOrder fused_order() const {
+    return options_.programmatic_launch ? cuda::LaunchOrder::programmatic : cuda::LaunchOrder::serial;
+  }
   bool tracing() const { return trace_remaining_ > 0; }
   // Throws where rows [first, first + count) are not a shard of the training set (`who` names the call).
   void check_rows(int first, int count, const char* who) const;
@@ -182,16 +194,9 @@ class CudaReplica final : public Replica {
   // Records a timeline mark on the stream while steps are being traced.
   void mark(Mark m);
 
+  const CudaStepOptions options_;  // as made; everything else about how it steps follows from them
   int device_;
   StepLaunchWay way_;
-  bool alone_ = false;
-  GemmImpl gemm_;
-  bool tf32_ = false;
-  bool fused_head_ = false;
-  bool fused_step_ = false;
-  cuda::LaunchOrder fused_order_ = cuda::LaunchOrder::serial;
-  bool persistent_ = false;
-  int persistent_blocks_per_sm_ = 1;
   // The device's most blocks per SM for the persistent kernel (queried with persistent); 0: no cooperative
   // launches.
   int persistent_most_blocks_per_sm_ = 0;
@@ -243,8 +248,6 @@ class CudaReplica final : public Replica {
   DeviceBuffer<float> logits_;    // [rows, 10]
   DeviceBuffer<float> dlogits_;   // [rows, 10]
 
-  bool graphs_on_ = false;
-  int steps_per_graph_ = 1;
   DeviceBuffer<int> cursor_;  // [1]: where the next step read from it has its rows in order_
 
   DeviceBuffer<float> eval_loss_;            // [chunks]: each chunk's loss sum
@@ -262,6 +265,7 @@ class CudaReplica final : public Replica {
   // never changed. Made last.
   std::optional<CudaStep> step_;
   std::unique_ptr<StepLaunch> launch_;
+  std::unique_ptr<StepLaunch> plain_;  // traced steps, and a lone replica's steps in two calls
 };
 
 std::unique_ptr<Replica> make_cuda_replica(const DataSplits& data, int device,

@@ -88,6 +88,9 @@ class Replica {
   // run of one replica). Returns false, having done nothing, where the replica has no such way for these
   // settings: the trainer then takes the two calls.
   virtual bool step_alone(int /*first*/, int /*count*/, const SgdConfig& /*cfg*/) { return false; }
+  // Whether step_alone may take a step at all with this replica's settings, asked once by the trainer, so
+  // that a replica with no such way is never asked step by step.
+  virtual bool takes_whole_steps() const { return false; }
 
   // Where the gradient buffer lives, for a communicator: a device and its stream, or nullopt for host
   // memory (a CPU replica).

@@ -29,6 +29,7 @@ Trainer::Trainer(std::vector<std::unique_ptr<Replica>> replicas, std::unique_ptr
   if (config_.batch_size <= 0) throw std::invalid_argument("Trainer: batch size must be positive");
   for (auto& r : replicas_)
     replica_ptrs_.push_back(r.get());
+  whole_steps_ = world_replicas_ == 1 && replicas_[0]->takes_whole_steps();
   broadcast_parameters();
 }
 
@@ -76,7 +77,7 @@ void Trainer::step(int first, int rows) {
     return;
   }
   // Alone, a replica may fuse the update into its backward pass, as nothing is summed in between.
-  if (world_replicas_ == 1 && replicas_[0]->step_alone(first, rows, config_.sgd)) return;
+  if (whole_steps_ && replicas_[0]->step_alone(first, rows, config_.sgd)) return;
   // scatter + parallel_apply: each replica works on its own rows of the global batch, on its own thread.
   workers_.run([&](int r) {
     const Shard shard = shard_of(rows, world_replicas_, first_replica_ + r);

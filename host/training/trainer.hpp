@@ -141,6 +141,8 @@ class Trainer {
   ProcessGroup* group_;
   int world_replicas_;
   int first_replica_;
+  // The run's one replica takes its steps whole where it can (Replica::step_alone).
+  bool whole_steps_ = false;
 };
 
 }  // namespace mnistdp
