@@ -219,7 +219,7 @@ CudaReplica::CudaReplica(const DataSplits& data, int device, const CudaStepOptio
   kernels.fused_step = options_.fused_step;
   kernels.fused_order = fused_order();
   kernels.persistent_blocks = options_.persistent ? sm_count_ * options_.persistent_blocks_per_sm : 0;
-  step_.emplace(step_view(), kernels, [this](Mark m) { mark(m); });
+  step_.emplace(step_view(), kernels, &timeline_);
   StepLaunchSettings settings;
   settings.steps_per_graph = options_.steps_per_graph;
   launch_ = step_launch_entry(way_).make(*step_, settings);
@@ -452,8 +452,8 @@ void CudaReplica::backward_from_dlogits(int count) {
 
 void CudaReplica::no_sgd_step() {
   activate();
-  mark(Mark::sgd);
-  mark(Mark::sgd_end);
+  timeline_.mark(Mark::sgd, stream_.get());
+  timeline_.mark(Mark::sgd_end, stream_.get());
 }
 
 void CudaReplica::compute_gradients(int first, int count, int global_batch) {
@@ -491,46 +491,15 @@ float* CudaReplica::gradient_buffer() {
   return grads_.data();
 }
 
-void CudaReplica::mark(Mark m) {
-  if (trace_remaining_ <= 0) return;
-  trace_events_[static_cast<std::size_t>(traced_steps_ * kMarksPerStep + static_cast<int>(m))].record(
-      stream_.get());
-  if (m == Mark::sgd_end) {
-    ++traced_steps_;
-    --trace_remaining_;
-  }
-}
-
 void CudaReplica::trace_steps(long steps) {
   prepare_access();
-  trace_events_.clear();
-  traced_steps_ = 0;
-  trace_remaining_ = steps;
-  if (steps <= 0) return;
-  for (long i = 0; i < steps * kMarksPerStep; ++i)
-    trace_events_.emplace_back(cudaEventDefault);
-  // The anchor ties device time to the host's trace clock: the host reads its clock right after the anchor
-  // has completed, so the two differ by one synchronisation's latency at most.
-  trace_anchor_.emplace(cudaEventDefault);
-  trace_anchor_->record(stream_.get());
-  trace_anchor_->synchronize();
-  trace_anchor_us_ = trace_clock_us();
+  timeline_.trace(steps, stream_.get());
 }
 
 std::vector<StepMarks> CudaReplica::take_trace() {
-  std::vector<StepMarks> steps;
-  if (!trace_anchor_) return steps;
   activate();
   synchronize();
-  for (long k = 0; k < traced_steps_; ++k) {
-    StepMarks& marks = steps.emplace_back();
-    for (int m = 0; m < kMarksPerStep; ++m) {
-      const Event& e = trace_events_[static_cast<std::size_t>(k * kMarksPerStep + m)];
-      marks[static_cast<std::size_t>(m)] = trace_anchor_us_ + 1000.0 * e.elapsed_ms_since(*trace_anchor_);
-    }
-  }
-  trace_remaining_ = 0;
-  return steps;
+  return timeline_.take();
 }
 
 void CudaReplica::synchronize() {

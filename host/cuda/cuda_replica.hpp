@@ -12,7 +12,6 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -20,6 +19,7 @@
 #include <vector>
 
 #include "host/cuda/cuda_step.hpp"
+#include "host/cuda/device_timeline.hpp"
 #include "host/cuda/step_launch.hpp"
 #include "host/training/replica.hpp"
 #include "kernels/cuda/gemm/gemm_version.hpp"
@@ -180,7 +180,7 @@ class CudaReplica final : public Replica {
   cuda::LaunchOrder fused_order() const {
     return options_.programmatic_launch ? cuda::LaunchOrder::programmatic : cuda::LaunchOrder::serial;
   }
-  bool tracing() const { return trace_remaining_ > 0; }
+  bool tracing() const { return timeline_.tracing(); }
   // Throws where rows [first, first + count) are not a shard of the training set (`who` names the call).
   void check_rows(int first, int count, const char* who) const;
   // Grows the activations to `rows` if they are smaller (which drops the step graphs: they hold the old
@@ -191,8 +191,6 @@ class CudaReplica final : public Replica {
   // Waits for the stream, bringing a copy of the loss record along: every wait the host makes anyway
   // refreshes what first_nonfinite_loss() says, and none is made for it alone.
   void synchronize();
-  // Records a timeline mark on the stream while steps are being traced.
-  void mark(Mark m);
 
   const CudaStepOptions options_;  // as made; everything else about how it steps follows from them
   int device_;
@@ -254,12 +252,7 @@ class CudaReplica final : public Replica {
   DeviceBuffer<std::uint8_t> eval_correct_;  // [test_count]: 1 where the row's argmax is its label
   PinnedBuffer<float> host_loss_;            // [1]
 
-  // The timeline: kMarksPerStep events per traced step, timed against an anchor whose host time is known.
-  long trace_remaining_ = 0;
-  long traced_steps_ = 0;
-  std::vector<Event> trace_events_;
-  std::optional<Event> trace_anchor_;
-  double trace_anchor_us_ = 0.0;
+  DeviceTimeline timeline_;  // the traced steps' marks, recorded by the step's launches
 
   // Every launch of a step, on the buffers above; and how steps reach the stream, made from the options and
   // never changed. Made last.

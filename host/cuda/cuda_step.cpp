@@ -17,8 +17,8 @@ using L = ParamLayout;
 
 }  // namespace
 
-CudaStep::CudaStep(const StepView& buffers, const StepKernels& kernels, MarkFn mark)
-    : b_(buffers), k_(kernels), mark_(std::move(mark)) {}
+CudaStep::CudaStep(const StepView& buffers, const StepKernels& kernels, DeviceTimeline* timeline)
+    : b_(buffers), k_(kernels), timeline_(timeline) {}
 
 void CudaStep::fc1_forward(int rows) const {
   const auto w = ParamViews<float>::of(b_.params);

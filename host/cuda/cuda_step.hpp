@@ -8,8 +8,8 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
-#include <functional>
 
+#include "host/cuda/device_timeline.hpp"
 #include "host/cuda/fused_kernel_arguments.hpp"
 #include "host/training/trace.hpp"
 #include "kernels/cuda/ops/linear.hpp"
@@ -40,14 +40,11 @@ struct FusedStepCounts {
   long persistent_launches = 0;
 };
 
-// Records a timeline mark (host/training/trace.hpp) on the stream while steps are traced.
-using MarkFn = std::function<void(Mark)>;
-
 class CudaStep {
  public:
-  // buffers: the replica's (every activation of at least as many rows as any step it is given); mark: the
-  // timeline's, or empty for none.
-  CudaStep(const StepView& buffers, const StepKernels& kernels, MarkFn mark = {});
+  // buffers: the replica's (every activation of at least as many rows as any step it is given); timeline:
+  // where the traced steps' marks go (the replica's), or null for none.
+  CudaStep(const StepView& buffers, const StepKernels& kernels, DeviceTimeline* timeline = nullptr);
 
   // The activations have moved (they grew): the launches from now on use these.
   void set_buffers(const StepView& buffers) { b_ = buffers; }
@@ -94,12 +91,12 @@ class CudaStep {
   // fc2's and fc1's backward products from dlogits: every gradient but the loss.
   void backward(int count);
   void mark(Mark m) const {
-    if (mark_) mark_(m);
+    if (timeline_) timeline_->mark(m, stream());
   }
 
   StepView b_;
   StepKernels k_;
-  MarkFn mark_;
+  DeviceTimeline* timeline_;  // null: no marks
   FusedStepCounts counts_;
 };
 
