@@ -21,7 +21,8 @@ namespace mnistdp::emu {
 
 struct LaunchSpec {
   const char* name = "kernel";
-  const void* kernel = nullptr;  // its address, by which its resources are found (emu/src/resources.hpp)
+  // Its address, by which its resources are found (emu/src/runtime/resources.hpp).
+  const void* kernel = nullptr;
   dim3 grid;
   dim3 block;
   std::size_t shared_bytes = 0;
@@ -41,8 +42,9 @@ struct FrozenLaunch {
   std::tuple<std::remove_cvref_t<Params>...> args;
 };
 
-// Marks where the kernel's own code runs, for the check of its host addresses (emu/src/device_addresses.hpp),
-// apart from the emulator's code around it and in its builtins. Returns the mark before.
+// Marks where the kernel's own code runs, for the check of its host addresses
+// (emu/src/checks/device_addresses.hpp), apart from the emulator's code around it and in its builtins.
+// Returns the mark before.
 bool kernel_code(bool running_kernel);
 
 // One emulated thread's run of a frozen launch. The kernel's own code reads nothing of the launch but

@@ -25,8 +25,8 @@
 #include <vector>
 
 #include "emu/launch.hpp"
-#include "emu/src/memory.hpp"
-#include "emu/src/operation_races.hpp"
+#include "emu/src/checks/operation_races.hpp"
+#include "emu/src/runtime/memory.hpp"
 
 namespace mnistdp::emu::block_races {
 

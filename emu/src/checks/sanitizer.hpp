@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "emu/src/history.hpp"
+#include "emu/src/runtime/history.hpp"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define MNISTDP_EMU_ASAN 1

@@ -13,12 +13,12 @@
 #include <random>
 #include <thread>
 
-#include "emu/src/block.hpp"
-#include "emu/src/config.hpp"
-#include "emu/src/device_shadow.hpp"
-#include "emu/src/engine.hpp"
-#include "emu/src/memory.hpp"
-#include "emu/src/resources.hpp"
+#include "emu/src/checks/device_shadow.hpp"
+#include "emu/src/device/block.hpp"
+#include "emu/src/runtime/config.hpp"
+#include "emu/src/runtime/engine.hpp"
+#include "emu/src/runtime/memory.hpp"
+#include "emu/src/runtime/resources.hpp"
 
 namespace mnistdp::emu {
 namespace {

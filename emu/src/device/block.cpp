@@ -1,4 +1,4 @@
-#include "emu/src/block.hpp"
+#include "emu/src/device/block.hpp"
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -24,11 +24,11 @@
 #include <vector>
 
 #include "emu/builtins.hpp"
-#include "emu/src/config.hpp"
-#include "emu/src/device_addresses.hpp"
-#include "emu/src/device_shadow.hpp"
-#include "emu/src/engine.hpp"
-#include "emu/src/sanitizer.hpp"
+#include "emu/src/checks/device_addresses.hpp"
+#include "emu/src/checks/device_shadow.hpp"
+#include "emu/src/checks/sanitizer.hpp"
+#include "emu/src/runtime/config.hpp"
+#include "emu/src/runtime/engine.hpp"
 
 namespace mnistdp::emu {
 

@@ -9,8 +9,8 @@
 #include <mutex>
 
 #include "emu/launch.hpp"
-#include "emu/src/block_races.hpp"
-#include "emu/src/sanitizer.hpp"
+#include "emu/src/checks/block_races.hpp"
+#include "emu/src/checks/sanitizer.hpp"
 
 namespace mnistdp::emu {
 
