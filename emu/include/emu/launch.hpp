@@ -102,8 +102,8 @@ cudaError_t launch_named(LaunchSpec spec, CUstream_st* stream, Args&&... args) {
   return launch(spec, stream, Kernel, std::forward<Args>(args)...);
 }
 
-// What the GPU build's ptxas reports of one kernel for sm_90 (cmake/kernel_resources.cmake writes them, and
-// each .cu file of the emulated build registers its own): the emulated launches are held to these.
+// What the GPU build's ptxas reports of one kernel for sm_90 (emu/cmake/kernel_resources.cmake writes them,
+// and each .cu file of the emulated build registers its own): the emulated launches are held to these.
 struct KernelResources {
   const char* symbol;         // the kernel's name as nvcc mangles it
   int registers;              // a thread's
