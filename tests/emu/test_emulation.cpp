@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "emu/src/sanitizer.hpp"
+#include "emu/src/checks/sanitizer.hpp"
 #include "kernels/cuda/runtime/memory.hpp"
 #include "tests/emu/broken_kernels.hpp"
 #include "tests/gpu/gpu_test_util.hpp"
@@ -65,7 +65,8 @@ TEST_CASE("a missing __syncthreads() before reading shared memory changes the re
   CHECK(std::isnan(to_host(out)[0]));
 }
 
-TEST_CASE("a missing __syncwarp() before reading a neighbour lane's shared slot changes the result", "[emu]") {
+TEST_CASE("a missing __syncwarp() before reading a neighbour lane's shared slot changes the result",
+          "[emu]") {
   DeviceBuffer<float> out(32);
   Stream s;
   emu_test::warp_neighbour(out.data(), /*sync_warp=*/true, s.get());
@@ -149,8 +150,9 @@ TEST_CASE("a shuffle with a lane missing stops the kernel and names it", "[emu]"
 }
 
 // Under AddressSanitizer (preset emu-asan) the guard zone is poisoned: ASan reports the store itself, and the
-// sanitizer probes (sanitizer_probe.cu) check that report.
-#if !defined(MNISTDP_EMU_ASAN)  // emu/src/sanitizer.hpp's word for AddressSanitizer, whichever compiler
+// sanitizer probes (sanitizer_probe.cu) check that report. MNISTDP_EMU_ASAN: emu/src/checks/sanitizer.hpp's
+// word for AddressSanitizer, whichever compiler.
+#if !defined(MNISTDP_EMU_ASAN)
 TEST_CASE("a store past the end of an allocation stops the kernel and names it", "[emu]") {
   DeviceBuffer<float> p(10);
   Stream s;

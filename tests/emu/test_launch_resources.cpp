@@ -1,8 +1,8 @@
 // The emulated launch is held to an H200's resources, counted from the GPU build's ptxas report of each
-// kernel (emu/src/resources.hpp, docs/emulation.md "Launch resources"): shared memory past 48 KiB without
-// cudaFuncSetAttribute, a block above __launch_bounds__, and a kernel with no figures are refused as a GPU
-// refuses them; cudaFuncGetAttributes gives ptxas's figures; and the occupancy of every kernel of the program
-// is what the toolkit's own occupancy calculator (cuda_occupancy.h) gives for compute capability 9.0.
+// kernel (emu/src/runtime/resources.hpp, docs/emulation.md "Launch resources"): shared memory past 48 KiB
+// without cudaFuncSetAttribute, a block above __launch_bounds__, and a kernel with no figures are refused as
+// a GPU refuses them; cudaFuncGetAttributes gives ptxas's figures; and the occupancy of every kernel of the
+// program is what the toolkit's own occupancy calculator (cuda_occupancy.h) gives for compute capability 9.0.
 #include <cuda_occupancy.h>
 #include <catch2/catch.hpp>
 
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "emu/src/resources.hpp"
+#include "emu/src/runtime/resources.hpp"
 #include "kernels/cuda/fused/persistent_step.hpp"
 #include "kernels/cuda/runtime/memory.hpp"
 #include "tests/emu/resource_kernels.hpp"

@@ -1,7 +1,7 @@
 #pragma once
 // What the device dialect (dialect.hpp) calls into: where the running emulated thread is, and the builtins
-// that synchronise threads (emu/src/block.cpp). Each checks its use as the hardware requires it and stops the
-// kernel with a message naming the kernel, the block and the thread when the use is wrong.
+// that synchronise threads (emu/src/device/block.cpp). Each checks its use as the hardware requires it and
+// stops the kernel with a message naming the kernel, the block and the thread when the use is wrong.
 #include <cstddef>
 #include <cstdint>
 

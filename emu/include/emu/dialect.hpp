@@ -92,7 +92,7 @@ inline long long clock64() {
 
 // Blocks of a cooperative launch run on OS threads of their own: these are real atomics, relaxed as CUDA's
 // are (they order no other access), made by the emulator so that the check of races between blocks sees
-// what each reads and publishes (emu/src/block_races.hpp).
+// what each reads and publishes (emu/src/checks/block_races.hpp).
 namespace mnistdp::emu {
 template <typename T>
 inline T atomic_add_of(T* address, T value) {

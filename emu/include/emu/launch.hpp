@@ -21,7 +21,8 @@ namespace mnistdp::emu {
 
 struct LaunchSpec {
   const char* name = "kernel";
-  const void* kernel = nullptr;  // its address, by which its resources are found (emu/src/resources.hpp)
+  // Its address, by which its resources are found (emu/src/runtime/resources.hpp).
+  const void* kernel = nullptr;
   dim3 grid;
   dim3 block;
   std::size_t shared_bytes = 0;
@@ -41,8 +42,9 @@ struct FrozenLaunch {
   std::tuple<std::remove_cvref_t<Params>...> args;
 };
 
-// Marks where the kernel's own code runs, for the check of its host addresses (emu/src/device_addresses.hpp),
-// apart from the emulator's code around it and in its builtins. Returns the mark before.
+// Marks where the kernel's own code runs, for the check of its host addresses
+// (emu/src/checks/device_addresses.hpp), apart from the emulator's code around it and in its builtins.
+// Returns the mark before.
 bool kernel_code(bool running_kernel);
 
 // One emulated thread's run of a frozen launch. The kernel's own code reads nothing of the launch but
@@ -100,8 +102,8 @@ cudaError_t launch_named(LaunchSpec spec, CUstream_st* stream, Args&&... args) {
   return launch(spec, stream, Kernel, std::forward<Args>(args)...);
 }
 
-// What the GPU build's ptxas reports of one kernel for sm_90 (cmake/kernel_resources.cmake writes them, and
-// each .cu file of the emulated build registers its own): the emulated launches are held to these.
+// What the GPU build's ptxas reports of one kernel for sm_90 (emu/cmake/kernel_resources.cmake writes them,
+// and each .cu file of the emulated build registers its own): the emulated launches are held to these.
 struct KernelResources {
   const char* symbol;         // the kernel's name as nvcc mangles it
   int registers;              // a thread's

@@ -234,7 +234,7 @@ cudaError_t cudaLaunchCooperativeKernel(void (*kernel)(Params...), dim3 grid, di
   (std::index_sequence_for<Params...>{});
 }
 
-// The kernel's figures from the GPU build's ptxas report (emu/src/resources.hpp).
+// The kernel's figures from the GPU build's ptxas report (emu/src/runtime/resources.hpp).
 template <typename... Params>
 cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attributes, void (*kernel)(Params...)) {
   return ::mnistdp::emu::function_attributes(attributes, reinterpret_cast<const void*>(kernel));

@@ -32,10 +32,10 @@
 #include <thread>
 #include <vector>
 
-#include "emu/src/config.hpp"
-#include "emu/src/engine.hpp"
-#include "emu/src/nccl_processes.hpp"
-#include "emu/src/nccl_ring.hpp"
+#include "emu/src/libs/nccl_processes.hpp"
+#include "emu/src/libs/nccl_ring.hpp"
+#include "emu/src/runtime/config.hpp"
+#include "emu/src/runtime/engine.hpp"
 
 namespace {
 

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "emu/src/config.hpp"
-#include "emu/src/engine.hpp"
+#include "emu/src/runtime/config.hpp"
+#include "emu/src/runtime/engine.hpp"
 
 struct cublasContext {
   cudaStream_t stream = nullptr;

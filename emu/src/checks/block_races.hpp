@@ -13,9 +13,10 @@
 // a thread acquired, on to the block's other threads. Nothing weaker orders them: an atomic without both
 // fences, or a fence without an atomic between, is reported, however the blocks happened to interleave.
 //
-// The kernels are compiled with SanitizerCoverage's load and store callbacks in such a build (CMakeLists.txt,
-// mnistdp_cuda_sources), which this file's hooks receive; in every other build nothing calls them. The hooks
-// also feed the check of races between operations (operation_races.hpp), which the same setting turns on.
+// The kernels are compiled with SanitizerCoverage's load and store callbacks in such a build
+// (emu/cmake/cuda_sources.cmake), which this file's hooks receive; in every other build nothing calls them.
+// The hooks also feed the check of races between operations (operation_races.hpp), which the same setting
+// turns on.
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -25,8 +26,8 @@
 #include <vector>
 
 #include "emu/launch.hpp"
-#include "emu/src/memory.hpp"
-#include "emu/src/operation_races.hpp"
+#include "emu/src/checks/operation_races.hpp"
+#include "emu/src/runtime/memory.hpp"
 
 namespace mnistdp::emu::block_races {
 

@@ -1,6 +1,6 @@
 // Kernels' resources as an H200 counts them (resources.hpp): the registry of ptxas's figures, the lookup of
 // a kernel's figures by its address, and the limits and occupancy of compute capability 9.0.
-#include "emu/src/resources.hpp"
+#include "emu/src/runtime/resources.hpp"
 
 #include <cxxabi.h>
 #include <dlfcn.h>
@@ -24,7 +24,7 @@
 #include <string_view>
 #include <utility>
 
-#include "emu/src/engine.hpp"
+#include "emu/src/runtime/engine.hpp"
 
 namespace mnistdp::emu {
 namespace resources {

@@ -1,4 +1,4 @@
-#include "emu/src/device_addresses.hpp"
+#include "emu/src/checks/device_addresses.hpp"
 
 #include <elf.h>
 #include <link.h>
@@ -14,11 +14,11 @@
 
 #include "emu/builtins.hpp"
 #include "emu/launch.hpp"
-#include "emu/src/arena.hpp"
-#include "emu/src/block.hpp"
-#include "emu/src/device_shadow.hpp"
-#include "emu/src/engine.hpp"
-#include "emu/src/memory.hpp"
+#include "emu/src/checks/arena.hpp"
+#include "emu/src/checks/device_shadow.hpp"
+#include "emu/src/device/block.hpp"
+#include "emu/src/runtime/engine.hpp"
+#include "emu/src/runtime/memory.hpp"
 
 namespace mnistdp::emu::device_addresses {
 namespace {

@@ -9,19 +9,9 @@
 #include <mutex>
 
 #include "emu/launch.hpp"
-#include "emu/src/block_races.hpp"
-#include "emu/src/sanitizer.hpp"
+#include "emu/src/checks/block_events.hpp"
 
 namespace mnistdp::emu {
-
-// The race checks' tokens of the kernel a block belongs to (sanitizer.hpp): every thread acquires `start`
-// before it runs and releases into `end` as it exits (null outside the race checks' build); and the launch's
-// record of the blocks' accesses (block_races.hpp; null unless block_races::wanted()).
-struct KernelTokens {
-  const race::Token* start = nullptr;
-  const race::Token* end = nullptr;
-  block_races::Launch* accesses = nullptr;
-};
 
 // The barrier every block of a cooperative launch reaches at grid.sync(). A failing block aborts it, so that
 // the others stop rather than wait forever.
@@ -34,10 +24,10 @@ class GridBarrier {
   // The race checks' token of the grid.sync() that ends phase `phase` (counted from 0 in every block): the
   // threads release into it as they arrive and acquire it as they leave. Two, by parity: no thread can
   // arrive at the next but one before every thread has left this one.
-  const race::Token& token(std::uint64_t phase) const { return tokens_[phase % 2]; }
+  const checks::SyncPoint& token(std::uint64_t phase) const { return tokens_[phase % 2]; }
 
  private:
-  race::Token tokens_[2];
+  checks::SyncPoint tokens_[2];
   std::mutex mutex_;
   std::condition_variable changed_;
   int blocks_;
@@ -65,19 +55,19 @@ class ProgrammaticLink {
   virtual bool wait_for_previous() = 0;
   // The race checks' token that the kernel before released into as its threads exited (null when there is
   // none): a thread acquires it as it returns from cudaGridDependencySynchronize().
-  virtual const race::Token* previous_end() const = 0;
+  virtual const checks::SyncPoint* previous_end() const = 0;
 };
 
 // Runs block `block` of the launch on the calling OS thread. `grid` is the launch's grid barrier (nullptr
 // unless the launch is cooperative). Throws Fault (engine.hpp) naming the kernel, the block and the thread
 // when the kernel misuses a barrier or a collective, deadlocks, or a thread's code throws. `seed` varies the
 // adversarial order between launches and blocks. `link` is the block's part in a chain of programmatic
-// launches, or nullptr. `tokens` are the kernel's for the race checks.
+// launches, or nullptr. `checks` are what the launch's checks hand each block (checks/block_events.hpp).
 // Whether `address` lies in the shared memory of the block running on this OS thread (its dynamic shared
 // memory, or one of its shared variables); if so, where that memory begins and how long it is.
 bool block_shared_memory(std::uintptr_t address, std::uintptr_t* begin, std::size_t* bytes);
 
 void run_block(const LaunchSpec& spec, const std::function<void()>& body, uint3 block, GridBarrier* grid,
-               std::uint64_t seed, ProgrammaticLink* link, KernelTokens tokens);
+               std::uint64_t seed, ProgrammaticLink* link, checks::LaunchChecks checks);
 
 }  // namespace mnistdp::emu

@@ -1,4 +1,4 @@
-#include "emu/src/config.hpp"
+#include "emu/src/runtime/config.hpp"
 
 #include <cstdlib>
 #include <stdexcept>

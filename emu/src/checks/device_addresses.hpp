@@ -8,7 +8,7 @@
 // the emulator's range, which no live allocation of the kernel's owns): the hooks run inside the kernel's
 // code, which they must not unwind.
 //
-// How the check hears of the kernels' accesses (CMakeLists.txt, mnistdp_cuda_sources): in preset emu, from
+// How the check hears of the kernels' accesses (emu/cmake/cuda_sources.cmake): in preset emu, from
 // AddressSanitizer's inline instrumentation, which calls on_poisoned only for an access whose shadow byte
 // device_shadow.hpp has poisoned (another device's memory reads as poisoned there); in preset emu-asan, from
 // SanitizerCoverage's load and store callbacks (block_races.cpp), which call on_access for every access; in

@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "emu/src/history.hpp"
+#include "emu/src/runtime/history.hpp"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define MNISTDP_EMU_ASAN 1
@@ -23,6 +23,7 @@
 #endif
 #endif
 #if defined(MNISTDP_EMU_ASAN) || defined(__SANITIZE_THREAD__) || defined(MNISTDP_EMU_RACE_CHECKS)
+#define MNISTDP_EMU_ANY_SANITIZER 1
 #include <sanitizer/common_interface_defs.h>
 #endif
 #if defined(MNISTDP_EMU_RACE_CHECKS)
@@ -38,13 +39,99 @@ void __tsan_java_free(unsigned long start, unsigned long bytes);
 }
 #endif
 
-namespace mnistdp::emu::sanitizer {
+// The sanitizers' runtimes as this file calls them: their own entry points where the build has them, and
+// stand-ins that do nothing where it has not, so that the code after this is the same in every build.
+namespace mnistdp::emu::sanitizer::runtime {
 
 #if defined(MNISTDP_EMU_ASAN)
 constexpr bool kAddress = true;
+inline void start_switch_fiber(void** fake_stack, const void* bottom, std::size_t size) {
+  __sanitizer_start_switch_fiber(fake_stack, bottom, size);
+}
+inline void finish_switch_fiber(void* fake_stack, const void** bottom, std::size_t* size) {
+  __sanitizer_finish_switch_fiber(fake_stack, bottom, size);
+}
 #else
 constexpr bool kAddress = false;
+inline void start_switch_fiber(void**, const void*, std::size_t) {}
+inline void finish_switch_fiber(void*, const void**, std::size_t*) {}
 #endif
+
+#if defined(MNISTDP_EMU_ANY_SANITIZER)
+constexpr bool kAny = true;
+inline void set_death_callback(void (*callback)()) {
+  __sanitizer_set_death_callback(callback);
+}
+#else
+constexpr bool kAny = false;
+inline void set_death_callback(void (*)()) {}
+#endif
+
+#if defined(MNISTDP_EMU_RACE_CHECKS)
+constexpr bool kRaces = true;
+inline void ignore_accesses_begin() {
+  __tsan_ignore_thread_begin();
+}
+inline void ignore_accesses_end() {
+  __tsan_ignore_thread_end();
+}
+inline void ignore_sync_begin() {
+  AnnotateIgnoreSyncBegin(__FILE__, __LINE__);
+}
+inline void ignore_sync_end() {
+  AnnotateIgnoreSyncEnd(__FILE__, __LINE__);
+}
+inline void release(void* address) {
+  __tsan_release(address);
+}
+inline void acquire(void* address) {
+  __tsan_acquire(address);
+}
+inline void* current_fiber() {
+  return __tsan_get_current_fiber();
+}
+inline void* create_fiber(const char* name) {
+  void* fiber = __tsan_create_fiber(0);
+  __tsan_set_fiber_name(fiber, name);
+  return fiber;
+}
+inline void destroy_fiber(void* fiber) {
+  __tsan_destroy_fiber(fiber);
+}
+inline void switch_to_fiber(void* fiber) {
+  __tsan_switch_to_fiber(fiber, __tsan_switch_to_fiber_no_sync);
+}
+inline void forget(unsigned long start, unsigned long bytes) {
+  __tsan_java_alloc(start, bytes);
+  __tsan_java_free(start, bytes);
+}
+#else
+constexpr bool kRaces = false;
+inline void ignore_accesses_begin() {}
+inline void ignore_accesses_end() {}
+inline void ignore_sync_begin() {}
+inline void ignore_sync_end() {}
+inline void release(void*) {}
+inline void acquire(void*) {}
+inline void* current_fiber() {
+  return nullptr;
+}
+inline void* create_fiber(const char*) {
+  return nullptr;
+}
+inline void destroy_fiber(void*) {}
+inline void switch_to_fiber(void*) {}
+inline void forget(unsigned long, unsigned long) {}
+#endif
+
+}  // namespace mnistdp::emu::sanitizer::runtime
+
+namespace mnistdp::emu::sanitizer {
+
+// Whether the build runs under AddressSanitizer; under any sanitizer (whose instrumented frames need more
+// stack).
+constexpr bool kAddress = runtime::kAddress;
+constexpr bool kAny = runtime::kAny;
 
 // A stack's lowest address and size.
 struct StackBounds {
@@ -54,28 +141,22 @@ struct StackBounds {
 
 // Just before switching to the stack `target`. `fake_stack` is the leaving context's own slot (a local on its
 // stack), to hand back to finish_stack_switch when it runs again; nullptr when it never will.
-inline void start_stack_switch([[maybe_unused]] void** fake_stack, [[maybe_unused]] StackBounds target) {
-#if defined(MNISTDP_EMU_ASAN)
-  __sanitizer_start_switch_fiber(fake_stack, target.bottom, target.size);
-#endif
+inline void start_stack_switch(void** fake_stack, StackBounds target) {
+  runtime::start_switch_fiber(fake_stack, target.bottom, target.size);
 }
 
 // First thing on the stack switched to: `fake_stack` is what this context saved when it left (nullptr on its
 // first run). Returns the bounds of the stack that left.
-inline StackBounds finish_stack_switch([[maybe_unused]] void* fake_stack) {
+inline StackBounds finish_stack_switch(void* fake_stack) {
   StackBounds left;
-#if defined(MNISTDP_EMU_ASAN)
-  __sanitizer_finish_switch_fiber(fake_stack, &left.bottom, &left.size);
-#endif
+  runtime::finish_switch_fiber(fake_stack, &left.bottom, &left.size);
   return left;
 }
 
 // Has `callback` run after a sanitizer's report, on the thread that made it, before the process ends: a
 // report names host functions and lines, and the callback adds the emulated thread that ran them.
-inline void after_report([[maybe_unused]] void (*callback)()) {
-#if defined(MNISTDP_EMU_ASAN) || defined(__SANITIZE_THREAD__) || defined(MNISTDP_EMU_RACE_CHECKS)
-  __sanitizer_set_death_callback(callback);
-#endif
+inline void after_report(void (*callback)()) {
+  runtime::set_death_callback(callback);
 }
 
 }  // namespace mnistdp::emu::sanitizer
@@ -90,26 +171,15 @@ inline void after_report([[maybe_unused]] void (*callback)()) {
 // runtime's history reaches (retire(); docs/emulation.md, "How far back it sees").
 namespace mnistdp::emu::race {
 
-#if defined(MNISTDP_EMU_RACE_CHECKS)
-constexpr bool kEnabled = true;
-#else
-constexpr bool kEnabled = false;
-#endif
+constexpr bool kEnabled = sanitizer::runtime::kRaces;
+namespace runtime = sanitizer::runtime;
 
 // While alive, the running identity's accesses are not recorded (the emulator's allocations and frees, which
 // the emulated threads' accesses to the same memory would otherwise race with).
 class IgnoreAccesses {
  public:
-  IgnoreAccesses() {
-#if defined(MNISTDP_EMU_RACE_CHECKS)
-    __tsan_ignore_thread_begin();
-#endif
-  }
-  ~IgnoreAccesses() {
-#if defined(MNISTDP_EMU_RACE_CHECKS)
-    __tsan_ignore_thread_end();
-#endif
-  }
+  IgnoreAccesses() { runtime::ignore_accesses_begin(); }
+  ~IgnoreAccesses() { runtime::ignore_accesses_end(); }
   IgnoreAccesses(const IgnoreAccesses&) = delete;
   IgnoreAccesses& operator=(const IgnoreAccesses&) = delete;
 };
@@ -118,16 +188,8 @@ class IgnoreAccesses {
 // on an emulated thread's behalf, and the creation of identities that must start with no history).
 class IgnoreSync {
  public:
-  IgnoreSync() {
-#if defined(MNISTDP_EMU_RACE_CHECKS)
-    AnnotateIgnoreSyncBegin(__FILE__, __LINE__);
-#endif
-  }
-  ~IgnoreSync() {
-#if defined(MNISTDP_EMU_RACE_CHECKS)
-    AnnotateIgnoreSyncEnd(__FILE__, __LINE__);
-#endif
-  }
+  IgnoreSync() { runtime::ignore_sync_begin(); }
+  ~IgnoreSync() { runtime::ignore_sync_end(); }
   IgnoreSync(const IgnoreSync&) = delete;
   IgnoreSync& operator=(const IgnoreSync&) = delete;
 };
@@ -142,64 +204,42 @@ class Token {
   mutable History history;
 
   Token() {
-#if defined(MNISTDP_EMU_RACE_CHECKS)
-    IgnoreAccesses quiet;
-    cell_.reset(new std::uint64_t(0));
-#endif
+    if constexpr (kEnabled) {
+      IgnoreAccesses quiet;
+      cell_.reset(new std::uint64_t(0));
+    }
   }
   ~Token() {
-#if defined(MNISTDP_EMU_RACE_CHECKS)
-    IgnoreAccesses quiet;
-    cell_.reset();
-#endif
+    if constexpr (kEnabled) {
+      IgnoreAccesses quiet;
+      cell_.reset();
+    }
   }
   Token(const Token&) = delete;
   Token& operator=(const Token&) = delete;
 
-  void release() const {
-#if defined(MNISTDP_EMU_RACE_CHECKS)
-    __tsan_release(cell_.get());
-#endif
-  }
-  void acquire() const {
-#if defined(MNISTDP_EMU_RACE_CHECKS)
-    __tsan_acquire(cell_.get());
-#endif
-  }
+  void release() const { runtime::release(cell_.get()); }
+  void acquire() const { runtime::acquire(cell_.get()); }
 
  private:
-#if defined(MNISTDP_EMU_RACE_CHECKS)
-  std::unique_ptr<std::uint64_t> cell_;
-#endif
+  std::unique_ptr<std::uint64_t> cell_;  // null outside the race checks
 };
 
 // An identity (a TSan fiber), or none outside the race checks.
 using Identity = void*;
 
 inline Identity current() {
-#if defined(MNISTDP_EMU_RACE_CHECKS)
-  return __tsan_get_current_fiber();
-#else
-  return nullptr;
-#endif
+  return runtime::current_fiber();
 }
 
 // A new identity with no history, named in reports.
-inline Identity create([[maybe_unused]] const std::string& name) {
-#if defined(MNISTDP_EMU_RACE_CHECKS)
-  IgnoreSync no_parent;
-  Identity id = __tsan_create_fiber(0);
-  __tsan_set_fiber_name(id, name.c_str());
-  return id;
-#else
-  return nullptr;
-#endif
+inline Identity create(const std::string& name) {
+  const IgnoreSync no_parent;
+  return runtime::create_fiber(name.c_str());
 }
 
-inline void destroy([[maybe_unused]] Identity id) {
-#if defined(MNISTDP_EMU_RACE_CHECKS)
-  if (id) __tsan_destroy_fiber(id);
-#endif
+inline void destroy(Identity id) {
+  if (id) runtime::destroy_fiber(id);
 }
 
 // How many ended identities are kept before they go (retire()).
@@ -210,8 +250,8 @@ constexpr std::size_t kRetained = 8192;
 // the last 64 ended identities: destroyed at once, a race with an access made more than 64 emulated threads
 // back went unreported (blocks of 8 threads, each writing where the block d blocks before wrote: reported for
 // d <= 8 only). Kept, they cost ThreadSanitizer's memory: 1.2 GB more in the test of one training step.
-inline void retire([[maybe_unused]] Identity id) {
-#if defined(MNISTDP_EMU_RACE_CHECKS)
+inline void retire(Identity id) {
+  if constexpr (!kEnabled) return;
   struct Retained {
     std::mutex mutex;
     std::deque<Identity> ids;
@@ -229,14 +269,11 @@ inline void retire([[maybe_unused]] Identity id) {
     }
   }
   destroy(oldest);
-#endif
 }
 
 // The calling OS thread runs as `id` from now on, with no synchronisation implied.
-inline void become([[maybe_unused]] Identity id) {
-#if defined(MNISTDP_EMU_RACE_CHECKS)
-  __tsan_switch_to_fiber(id, __tsan_switch_to_fiber_no_sync);
-#endif
+inline void become(Identity id) {
+  runtime::switch_to_fiber(id);
 }
 
 // The calling OS thread's start, released once by its own identity: ThreadSanitizer takes a thread to write
@@ -253,12 +290,8 @@ inline const Token& os_thread_start() {
 // emulated thread's frames will use, where the last thread's locals would otherwise race with its own. clang
 // 14's runtime ignores AnnotateNewMemory; its Java interface's allocation resets the range, and its free
 // drops the block the allocation recorded.
-inline void forget([[maybe_unused]] const void* memory, [[maybe_unused]] std::size_t bytes) {
-#if defined(MNISTDP_EMU_RACE_CHECKS)
-  const auto start = reinterpret_cast<unsigned long>(memory);
-  __tsan_java_alloc(start, bytes);
-  __tsan_java_free(start, bytes);
-#endif
+inline void forget(const void* memory, std::size_t bytes) {
+  runtime::forget(reinterpret_cast<unsigned long>(memory), bytes);
 }
 
 // An OS thread of the emulator's (a cooperative block's, a programmatic chain's) that runs `body`: it starts

@@ -1,4 +1,4 @@
-#include "emu/src/memory.hpp"
+#include "emu/src/runtime/memory.hpp"
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -9,11 +9,11 @@
 #include <map>
 #include <mutex>
 
-#include "emu/src/arena.hpp"
-#include "emu/src/device_shadow.hpp"
-#include "emu/src/engine.hpp"
-#include "emu/src/operation_races.hpp"
-#include "emu/src/sanitizer.hpp"
+#include "emu/src/checks/arena.hpp"
+#include "emu/src/checks/device_shadow.hpp"
+#include "emu/src/checks/operation_races.hpp"
+#include "emu/src/checks/sanitizer.hpp"
+#include "emu/src/runtime/engine.hpp"
 
 namespace mnistdp::emu {
 namespace {

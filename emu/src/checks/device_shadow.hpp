@@ -4,11 +4,11 @@
 // yet handed out); in host memory, only what the kernel owns here and pinned memory (device_addresses.hpp),
 // which the emulator allows as it hands it out; every other host byte is poisoned.
 //
-// In preset emu the kernels are compiled with AddressSanitizer's instrumentation alone (CMakeLists.txt,
-// mnistdp_cuda_sources): before each load and store, a few instructions inline read the address's shadow
-// byte, and only a poisoned one calls out, to device_addresses::on_poisoned. This file is the small runtime
-// that instrumentation needs in place of AddressSanitizer's: the shadow memory at AddressSanitizer's x86-64
-// offset, and the entry points the instrumented code calls. The shadow of host memory is made lazily,
+// In preset emu the kernels are compiled with AddressSanitizer's instrumentation alone
+// (emu/cmake/cuda_sources.cmake): before each load and store, a few instructions inline read the address's
+// shadow byte, and only a poisoned one calls out, to device_addresses::on_poisoned. This file is the small
+// runtime that instrumentation needs in place of AddressSanitizer's: the shadow memory at AddressSanitizer's
+// x86-64 offset, and the entry points the instrumented code calls. The shadow of host memory is made lazily,
 // poisoned, where the instrumented code first reads it. In preset emu-asan `poison` and `unpoison` poison
 // for AddressSanitizer itself, whose shadow of host memory is its own, and in a build without either they
 // all do nothing.

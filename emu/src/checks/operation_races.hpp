@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "emu/src/history.hpp"
-#include "emu/src/memory.hpp"
+#include "emu/src/runtime/history.hpp"
+#include "emu/src/runtime/memory.hpp"
 
 namespace mnistdp::emu::operation_races {
 

@@ -19,9 +19,9 @@
 #include <vector>
 
 #include "emu/runtime.hpp"
-#include "emu/src/block_races.hpp"
-#include "emu/src/history.hpp"
-#include "emu/src/sanitizer.hpp"
+#include "emu/src/checks/block_races.hpp"
+#include "emu/src/checks/sanitizer.hpp"
+#include "emu/src/runtime/history.hpp"
 
 namespace mnistdp::emu {
 

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <limits>
 
-#include "emu/src/config.hpp"
+#include "emu/src/runtime/config.hpp"
 
 namespace mnistdp::emu {
 namespace {

@@ -1,4 +1,4 @@
-#include "emu/src/operation_races.hpp"
+#include "emu/src/checks/operation_races.hpp"
 
 #include <sched.h>
 
@@ -9,7 +9,7 @@
 #include <string>
 #include <utility>
 
-#include "emu/src/sanitizer.hpp"
+#include "emu/src/checks/sanitizer.hpp"
 
 namespace mnistdp::emu::operation_races {
 

@@ -13,12 +13,12 @@
 #include <random>
 #include <thread>
 
-#include "emu/src/block.hpp"
-#include "emu/src/config.hpp"
-#include "emu/src/device_shadow.hpp"
-#include "emu/src/engine.hpp"
-#include "emu/src/memory.hpp"
-#include "emu/src/resources.hpp"
+#include "emu/src/checks/device_shadow.hpp"
+#include "emu/src/device/block.hpp"
+#include "emu/src/runtime/config.hpp"
+#include "emu/src/runtime/engine.hpp"
+#include "emu/src/runtime/memory.hpp"
+#include "emu/src/runtime/resources.hpp"
 
 namespace mnistdp::emu {
 namespace {
@@ -93,7 +93,7 @@ void run_grid(const LaunchSpec& spec, const std::function<void()>& body, int dev
   const race::KernelRun kernel_run(start, {&end});
   std::optional<block_races::Launch> accesses;
   if (block_races::wanted()) accesses.emplace(spec, operation_races::Step::place_of(launch, nullptr));
-  const KernelTokens tokens{&start, &end, accesses ? &*accesses : nullptr};
+  const checks::LaunchChecks tokens{&start, &end, accesses ? &*accesses : nullptr};
   const std::uint64_t seed = mix(config().seed, launch);
   const std::vector<uint3> blocks = block_indices(spec.grid, seed);
   if (!spec.cooperative) {
@@ -240,7 +240,7 @@ class ProgrammaticChain {
     Link link(*this, k);
     try {
       run_block(kernel.launch->spec, *kernel.launch->body, kernel.blocks[b], nullptr, mix(kernel.seed, b),
-                &link, KernelTokens{start_, kernel.end.get(), kernel.accesses.get()});
+                &link, checks::LaunchChecks{start_, kernel.end.get(), kernel.accesses.get()});
     } catch (const Fault& f) {
       fault.note(f);
       std::lock_guard lock(mutex_);

@@ -1,4 +1,4 @@
-#include "emu/src/nccl_processes.hpp"
+#include "emu/src/libs/nccl_processes.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-#include "emu/src/nccl_ring.hpp"
+#include "emu/src/libs/nccl_ring.hpp"
 
 namespace mnistdp::emu::nccl {
 namespace {

@@ -1,4 +1,4 @@
-#include "emu/src/arena.hpp"
+#include "emu/src/checks/arena.hpp"
 
 #include <signal.h>
 #include <sys/mman.h>
@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "emu/device_work.hpp"
-#include "emu/src/config.hpp"
-#include "emu/src/device_shadow.hpp"
-#include "emu/src/sanitizer.hpp"
+#include "emu/src/checks/device_shadow.hpp"
+#include "emu/src/checks/sanitizer.hpp"
+#include "emu/src/runtime/config.hpp"
 
 namespace mnistdp::emu::arena {
 namespace {

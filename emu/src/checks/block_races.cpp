@@ -1,4 +1,4 @@
-#include "emu/src/block_races.hpp"
+#include "emu/src/checks/block_races.hpp"
 
 #include <sched.h>
 
@@ -7,10 +7,10 @@
 #include <mutex>
 
 #include "emu/builtins.hpp"
-#include "emu/src/config.hpp"
-#include "emu/src/device_addresses.hpp"
-#include "emu/src/engine.hpp"
-#include "emu/src/sanitizer.hpp"
+#include "emu/src/checks/device_addresses.hpp"
+#include "emu/src/checks/sanitizer.hpp"
+#include "emu/src/runtime/config.hpp"
+#include "emu/src/runtime/engine.hpp"
 
 namespace mnistdp::emu::block_races {
 namespace {

@@ -1,4 +1,4 @@
-#include "emu/src/engine.hpp"
+#include "emu/src/runtime/engine.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -6,9 +6,9 @@
 #include <optional>
 #include <utility>
 
-#include "emu/src/arena.hpp"
-#include "emu/src/config.hpp"
-#include "emu/src/operation_races.hpp"
+#include "emu/src/checks/arena.hpp"
+#include "emu/src/checks/operation_races.hpp"
+#include "emu/src/runtime/config.hpp"
 
 namespace mnistdp::emu {
 namespace {

@@ -1,4 +1,4 @@
-#include "emu/src/device_shadow.hpp"
+#include "emu/src/checks/device_shadow.hpp"
 
 #include <fcntl.h>
 #include <linux/userfaultfd.h>
@@ -17,8 +17,8 @@
 #include <thread>
 #include <vector>
 
-#include "emu/src/device_addresses.hpp"
-#include "emu/src/sanitizer.hpp"
+#include "emu/src/checks/device_addresses.hpp"
+#include "emu/src/checks/sanitizer.hpp"
 
 #if defined(MNISTDP_EMU_ASAN)
 #include <sanitizer/asan_interface.h>

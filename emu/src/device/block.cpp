@@ -1,4 +1,4 @@
-#include "emu/src/block.hpp"
+#include "emu/src/device/block.hpp"
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -24,11 +24,8 @@
 #include <vector>
 
 #include "emu/builtins.hpp"
-#include "emu/src/config.hpp"
-#include "emu/src/device_addresses.hpp"
-#include "emu/src/device_shadow.hpp"
-#include "emu/src/engine.hpp"
-#include "emu/src/sanitizer.hpp"
+#include "emu/src/runtime/config.hpp"
+#include "emu/src/runtime/engine.hpp"
 
 namespace mnistdp::emu {
 
@@ -86,7 +83,7 @@ class StackPool {
                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) throw std::bad_alloc();
     if (!guarded) mprotect(p, page, PROT_NONE);
-    device_shadow::allow(p, stride * kSlab + (guarded ? 0 : page));  // every thread's own memory
+    checks::memory_owned(p, stride * kSlab + (guarded ? 0 : page));  // every thread's own memory
     std::vector<ctx::stack_context> slab(kSlab);
     for (std::size_t i = 0; i < kSlab; ++i) {
       char* base = static_cast<char*>(p) + (guarded ? 0 : page) + i * stride;
@@ -129,11 +126,7 @@ class StackPool {
     return stacks;
   }
   std::atomic<std::size_t> mapped_{0};
-#if defined(MNISTDP_EMU_ASAN) || defined(__SANITIZE_THREAD__) || defined(MNISTDP_EMU_RACE_CHECKS)
-  static constexpr std::size_t kStackBytes = 1 << 20;
-#else
-  static constexpr std::size_t kStackBytes = 256 << 10;
-#endif
+  static constexpr std::size_t kStackBytes = checks::kThreadStackBytes;
   static constexpr std::size_t kSlab = 64;
   std::mutex mutex_;
   std::vector<ctx::stack_context> free_;
@@ -144,7 +137,7 @@ struct PooledStack {
   void deallocate(ctx::stack_context& s) noexcept { StackPool::get().give_back(s); }
 };
 
-sanitizer::StackBounds bounds_of(const ctx::stack_context& s) {
+checks::StackBounds bounds_of(const ctx::stack_context& s) {
   return {static_cast<const char*>(s.sp) - s.size, s.size};
 }
 
@@ -166,12 +159,12 @@ class SplitMix {
 
 enum class Wait { none, barrier, shuffle, grid, previous_kernel };
 
-// A block's shared memory, exactly its size, which its kernel may touch while it lives (device_shadow.hpp).
+// A block's shared memory, exactly its size, which its kernel may touch while it lives.
 struct SharedDelete {
   std::size_t alignment;
   std::size_t bytes;
   void operator()(std::byte* p) const noexcept {
-    device_shadow::disallow(p, bytes);
+    checks::memory_disowned(p, bytes);
     ::operator delete (p, std::align_val_t{alignment});
   }
 };
@@ -179,7 +172,7 @@ using SharedBytes = std::unique_ptr<std::byte, SharedDelete>;
 SharedBytes shared_bytes(std::size_t bytes, std::size_t alignment) {
   SharedBytes shared(static_cast<std::byte*>(::operator new (bytes, std::align_val_t{alignment})),
                      SharedDelete{alignment, bytes});
-  device_shadow::allow(shared.get(), bytes);
+  checks::memory_owned(shared.get(), bytes);
   return shared;
 }
 struct SharedVariable {
@@ -208,8 +201,8 @@ struct Thread {
   unsigned linear = 0;
   bool done = false;
   Wait wait = Wait::none;
-  ctx::fiber suspended;          // the fiber holding this thread while it waits
-  sanitizer::StackBounds stack;  // that fiber's stack
+  ctx::fiber suspended;       // the fiber holding this thread while it waits
+  checks::StackBounds stack;  // that fiber's stack
 };
 
 // Thrown out of a waiting thread's suspend() when its block is abandoned after a fault: it unwinds the
@@ -252,13 +245,10 @@ class Block {
   // Readies the block for block `index` of a launch; the storage of the block before is reused (a kernel of
   // small blocks runs hundreds of them).
   void start(const LaunchSpec& spec, const std::function<void()>& body, uint3 index, GridBarrier* grid,
-             std::uint64_t seed, ProgrammaticLink* link, KernelTokens tokens) {
+             std::uint64_t seed, ProgrammaticLink* link, checks::LaunchChecks launch_checks) {
     // The block's storage, which the last block's threads used, is the emulator's: the race checks do not
     // see its reuse.
-    const race::IgnoreAccesses storage;
-    home_ = race::current();
-    home_start_ = &race::os_thread_start();
-    tokens_ = tokens;
+    const checks::BlockStorage storage;
     grid_phase_ = 0;
     link_ = link;
     block_triggered_ = false;
@@ -310,13 +300,8 @@ class Block {
       nb.expected = 0;
       nb.phase = 0;
     }
-    if constexpr (race::kEnabled) {
-      identities_.assign(static_cast<std::size_t>(count_), nullptr);
-      // Two tokens for each named barrier and each warp's collectives, by parity (GridBarrier::token).
-      sync_tokens_ = std::make_unique<race::Token[]>(2 * (barriers_.size() + warps_.size()));
-    }
+    events_.block_starts(launch_checks, count_, barriers_.size(), warps_.size());
     fault_.clear();
-    illegal_ = {};
     from_ = kScheduler;
     shared_variables_.clear();
   }
@@ -325,7 +310,7 @@ class Block {
     for (const SharedVariable& v : shared_variables_)
       if (v.tag == tag) return v.data.get();
     const InEmulator bookkeeping(*this);
-    const race::IgnoreAccesses storage;
+    const checks::BlockStorage storage;
     const std::size_t align = std::max<std::size_t>(alignment, 16);
     SharedVariable v;
     v.tag = tag;
@@ -340,13 +325,10 @@ class Block {
   // threads go (the memory unseen by the race checks, as in start(): the OS thread's own identity frees what
   // the emulated threads used).
   void finish() {
-    const race::IgnoreAccesses storage;
+    const checks::BlockStorage storage;
     shared_variables_.clear();
     dynamic_shared_.reset();
-    if constexpr (race::kEnabled) {
-      for (race::Identity& id : identities_)
-        race::retire(std::exchange(id, nullptr));
-    }
+    events_.block_ends();
   }
 
   // After a fault: each thread still suspended is resumed once, to unwind its frames and end its fiber.
@@ -363,23 +345,23 @@ class Block {
   void run() {
     tls_block = this;
     const dim3 g = spec_->grid;
-    block_races::enter(tokens_.accesses, index_.x + g.x * (index_.y + g.y * index_.z));
-    device_addresses::enter(spec_->device, spec_->name, illegal_, spec_->parameters, spec_->parameter_bytes);
+    events_.block_runs(*spec_, index_.x + g.x * (index_.y + g.y * index_.z));
     struct Reset {
+      checks::BlockEvents& events;
       ~Reset() {
         tls_block = nullptr;
-        block_races::leave();
-        device_addresses::leave();
+        events.block_stops();
       }
-    } reset;
+    } reset{events_};
     while (true) {
       // A GPU stops the kernel at its first illegal address; here the block stops at its next switch.
-      if (illegal_.seen) throw Fault(cudaErrorIllegalAddress, illegal_.message);
+      if (events_.illegal_address()) throw Fault(cudaErrorIllegalAddress, events_.illegal_address_message());
       if (!fault_.empty()) throw Fault(cudaErrorLaunchFailure, fault_);
       if (!runnable_.empty() || next_start_ < count_) {
         arrived(jump(take_next(), kScheduler));
       } else if (done_ == count_) {
-        if (illegal_.seen) throw Fault(cudaErrorIllegalAddress, illegal_.message);
+        if (events_.illegal_address())
+          throw Fault(cudaErrorIllegalAddress, events_.illegal_address_message());
         return;
       } else if (grid_waiting_ == count_ - done_ && grid_waiting_ > 0) {
         if (done_ > 0) fail_at(-1, "threads exited while others wait at grid.sync()");
@@ -389,7 +371,7 @@ class Block {
         for (Thread& t : threads_)
           if (t.wait == Wait::grid) waiting.push_back(static_cast<int>(t.linear));
         grid_waiting_ = 0;
-        block_races::set_phase(++grid_phase_);
+        checks::BlockEvents::grid_phase_begins(++grid_phase_);
         release(waiting);
       } else if (previous_waiting_ > 0) {
         // Nothing can run before the kernel before has completed.
@@ -407,16 +389,16 @@ class Block {
   // ---- the builtins, called by the running thread -------------------------------------------------------
 
   void barrier(int id, int expected, const char* what) {
-    const race::Token* token = nullptr;
+    const checks::SyncPoint* point = nullptr;
     if (id >= 0 && id < static_cast<int>(barriers_.size())) {
-      token = barrier_token(id, barriers_[static_cast<std::size_t>(id)].phase);
-      if (token) token->release();
+      point = events_.barrier_point(id, barriers_[static_cast<std::size_t>(id)].phase);
+      checks::BlockEvents::arrives(point);
     }
     {
       const InEmulator bookkeeping(*this);
       wait_at_barrier(id, expected, what);
     }
-    if (token) token->acquire();
+    checks::BlockEvents::leaves(point);
   }
 
   void wait_at_barrier(int id, int expected, const char* what) {
@@ -437,7 +419,7 @@ class Block {
     t.wait = Wait::barrier;
     b.waiting.push_back(current_);
     if (static_cast<int>(b.waiting.size()) == b.expected) {
-      if (id == 0) block_races::block_barrier();
+      if (id == 0) checks::BlockEvents::block_barrier_released();
       ++b.phase;
       release(b.waiting);
       b.waiting.clear();
@@ -463,14 +445,15 @@ class Block {
                         bool orders_memory) {
     const int self = current_;
     const Warp& w = warps_[static_cast<std::size_t>(self / 32)];
-    const race::Token* token = orders_memory ? warp_token(self / 32, w.lane_generation[self % 32]) : nullptr;
-    if (token) token->release();
+    const checks::SyncPoint* point =
+        orders_memory ? events_.warp_point(self / 32, w.lane_generation[self % 32]) : nullptr;
+    checks::BlockEvents::arrives(point);
     std::uint64_t out = 0;
     {
       const InEmulator bookkeeping(*this);
       out = exchange_in_warp(what, mask, value, lane_mask, width);
     }
-    if (token) token->acquire();
+    checks::BlockEvents::leaves(point);
     return out;
   }
 
@@ -525,8 +508,8 @@ class Block {
   }
 
   void grid_sync() {
-    const race::Token* token = grid_ ? &grid_->token(grid_phase_) : nullptr;
-    if (token) token->release();
+    const checks::SyncPoint* point = grid_ ? &grid_->token(grid_phase_) : nullptr;
+    checks::BlockEvents::arrives(point);
     {
       const InEmulator bookkeeping(*this);
       if (!grid_) fail_at(current_, "grid.sync() in a kernel not launched cooperatively");
@@ -534,7 +517,7 @@ class Block {
       ++grid_waiting_;
       suspend();
     }
-    if (token) token->acquire();
+    checks::BlockEvents::leaves(point);
   }
 
   void* dynamic_shared() { return dynamic_shared_.get(); }
@@ -563,8 +546,7 @@ class Block {
       suspend();
     }
     // The kernel before has completed: what its threads did happens before what this thread does next.
-    if (const race::Token* previous = link_ ? link_->previous_end() : nullptr) previous->acquire();
-    block_races::passed_programmatic_wait();
+    checks::BlockEvents::programmatic_wait_passed(link_ ? link_->previous_end() : nullptr);
   }
 
   // cudaTriggerProgrammaticLaunchCompletion(). The block triggers at the first call of any of its threads
@@ -603,14 +585,10 @@ class Block {
   }
 
  private:
-  // The race checks' identities: the emulated thread's while its kernel code runs, the block's home (the OS
-  // thread's, or the engine's) while the emulator's code does, from a builtin's call to its return.
-  void to_thread(int t) {
-    if constexpr (race::kEnabled) race::become(identities_[static_cast<std::size_t>(t)]);
-  }
-  void to_home() {
-    if constexpr (race::kEnabled) race::become(home_);
-  }
+  // Control passes between the kernel's code of the running thread and the emulator's: the checks'
+  // identities follow it (checks/block_events.hpp).
+  void to_thread(int t) { events_.to_thread(t); }
+  void to_home() { events_.to_home(); }
   class InEmulator {
    public:
     explicit InEmulator(Block& block) : block_(block), self_(block.current_) { block_.to_home(); }
@@ -622,38 +600,6 @@ class Block {
     Block& block_;
     int self_;
   };
-
-  // A thread about to run its kernel code: its own identity, with no history but the kernel's start, on a
-  // stack region that remembers no other thread's accesses.
-  void begin_thread(int t) {
-    if constexpr (race::kEnabled) {
-      identities_[static_cast<std::size_t>(t)] = race::create(short_where(t));
-      // The frames of the kernel's code lie below this one; 16 KiB holds the deepest of the project's.
-      constexpr std::size_t kFrames = 16 << 10;
-      const auto top = reinterpret_cast<std::uintptr_t>(__builtin_frame_address(0)) & ~std::uintptr_t{15};
-      race::forget(reinterpret_cast<const void*>(top - kFrames), kFrames);
-      to_thread(t);
-      home_start_->acquire();
-      if (tokens_.start) tokens_.start->acquire();
-    }
-  }
-  // The thread returned from its kernel code.
-  void end_thread() {
-    if constexpr (race::kEnabled) {
-      if (tokens_.end) tokens_.end->release();
-      to_home();
-    }
-  }
-
-  // Null outside the race checks' build.
-  const race::Token* barrier_token(int id, std::uint64_t phase) const {
-    if (!sync_tokens_) return nullptr;
-    return &sync_tokens_[2 * static_cast<std::size_t>(id) + phase % 2];
-  }
-  const race::Token* warp_token(int warp, std::uint64_t generation) const {
-    if (!sync_tokens_) return nullptr;
-    return &sync_tokens_[2 * (barriers_.size() + static_cast<std::size_t>(warp)) + generation % 2];
-  }
 
   static std::string hex(unsigned v) {
     char text[16];
@@ -710,13 +656,13 @@ class Block {
 
   struct Next {
     ctx::fiber fiber;
-    sanitizer::StackBounds stack;
+    checks::StackBounds stack;
   };
 
   ctx::fiber jump(Next&& target, int from) {
     from_ = from;
     void* fake_stack = nullptr;
-    sanitizer::start_stack_switch(&fake_stack, target.stack);
+    checks::stack_switching(&fake_stack, target.stack);
     ctx::fiber left = std::move(target.fiber).resume();
     landed(fake_stack);
     return left;
@@ -724,7 +670,7 @@ class Block {
 
   // First thing after a switch, on the stack switched to.
   void landed(void* fake_stack) {
-    const sanitizer::StackBounds left = sanitizer::finish_stack_switch(fake_stack);
+    const checks::StackBounds left = checks::stack_switched(fake_stack);
     if (from_ == kScheduler) scheduler_stack_ = left;
   }
 
@@ -746,7 +692,7 @@ class Block {
       current_ = t;
       Thread& th = threads_[static_cast<std::size_t>(t)];
       enter(th.context);
-      device_addresses::running_stack(th.stack.bottom, th.stack.size);
+      checks::BlockEvents::thread_resumes(th.stack);
       return {std::move(th.suspended), th.stack};
     }
     if (going_on && next_start_ < count_) return new_fiber();
@@ -769,7 +715,7 @@ class Block {
   // A fiber that starts threads, one after another, until one of them waits or none is left to start.
   Next new_fiber() {
     const ctx::stack_context stack = StackPool::get().take();
-    const sanitizer::StackBounds bounds = bounds_of(stack);
+    const checks::StackBounds bounds = bounds_of(stack);
     ctx::fiber fiber(std::allocator_arg, ctx::preallocated(stack.sp, stack.size, stack), PooledStack{},
                      [this, bounds](ctx::fiber&& left) {
                        landed(nullptr);
@@ -781,10 +727,10 @@ class Block {
                            th.stack = bounds;
                            current_ = t;
                            enter(th.context);
-                           device_addresses::running_stack(bounds.bottom, bounds.size);
-                           begin_thread(t);
+                           checks::BlockEvents::thread_resumes(bounds);
+                           events_.thread_starts(t, [&] { return short_where(t); });
                            (*body_)();
-                           end_thread();
+                           events_.thread_exits();
                            exit_thread(t);
                          }
                        } catch (const Unwind&) {
@@ -800,7 +746,7 @@ class Block {
                        }
                        from_ = kFinished;
                        Next next = take_next();
-                       sanitizer::start_stack_switch(nullptr, next.stack);  // this fiber ends
+                       checks::stack_switching(nullptr, next.stack);  // this fiber ends
                        return std::move(next.fiber);
                      });
     return {std::move(fiber), bounds};
@@ -831,11 +777,7 @@ class Block {
     if (grid_waiting_ > 0) fail_at(t, "exited while threads of its block wait at grid.sync()");
   }
 
-  race::Identity home_ = nullptr;               // the race checks' identity of the emulator's code
-  const race::Token* home_start_ = nullptr;     // race::os_thread_start() of the block's OS thread
-  std::vector<race::Identity> identities_;      // by thread, once it has started
-  std::unique_ptr<race::Token[]> sync_tokens_;  // barrier_token(), warp_token()
-  KernelTokens tokens_;
+  checks::BlockEvents events_;    // the checks, told of the block's events
   std::uint64_t grid_phase_ = 0;  // grid.sync() calls completed
   const LaunchSpec* spec_ = nullptr;
   const std::function<void()>* body_ = nullptr;
@@ -855,16 +797,15 @@ class Block {
   int done_ = 0;
   int grid_waiting_ = 0;
   std::deque<int> runnable_;
-  std::vector<int> lanes_;                  // scratch: the lanes a collective releases
-  ctx::fiber scheduler_;                    // the scheduler's continuation while a thread runs
-  sanitizer::StackBounds scheduler_stack_;  // the OS thread's own stack, where the scheduler runs
-  bool unwinding_ = false;                  // abandon() is unwinding the suspended threads
-  int from_ = kScheduler;                   // the context that made the last switch
-  std::array<NamedBarrier, 16> barriers_;   // 0 is __syncthreads(); bar.sync takes ids 0 to 15
+  std::vector<int> lanes_;                 // scratch: the lanes a collective releases
+  ctx::fiber scheduler_;                   // the scheduler's continuation while a thread runs
+  checks::StackBounds scheduler_stack_;    // the OS thread's own stack, where the scheduler runs
+  bool unwinding_ = false;                 // abandon() is unwinding the suspended threads
+  int from_ = kScheduler;                  // the context that made the last switch
+  std::array<NamedBarrier, 16> barriers_;  // 0 is __syncthreads(); bar.sync takes ids 0 to 15
   SharedBytes dynamic_shared_{nullptr, SharedDelete{16, 0}};
   std::vector<SharedVariable> shared_variables_;
   std::string fault_;
-  device_addresses::IllegalAccess illegal_;  // the block's first access to an illegal address
 };
 
 Block& block_of_caller(const char* builtin) {
@@ -882,11 +823,11 @@ void name_the_reporting_thread() {
 }
 
 void run_block(const LaunchSpec& spec, const std::function<void()>& body, uint3 index, GridBarrier* grid,
-               std::uint64_t seed, ProgrammaticLink* link, KernelTokens tokens) {
-  static const bool reports_named = (sanitizer::after_report(name_the_reporting_thread), true);
+               std::uint64_t seed, ProgrammaticLink* link, checks::LaunchChecks launch_checks) {
+  static const bool reports_named = (checks::on_report(name_the_reporting_thread), true);
   static_cast<void>(reports_named);
   thread_local Block block;
-  block.start(spec, body, index, grid, seed, link, tokens);
+  block.start(spec, body, index, grid, seed, link, launch_checks);
   try {
     block.run();
   } catch (...) {
@@ -898,60 +839,60 @@ void run_block(const LaunchSpec& spec, const std::function<void()>& body, uint3 
 }
 
 void sync_threads() {
-  const device_addresses::EmulatorCode emulator;
+  const checks::InBuiltin builtin;
   block_of_caller("__syncthreads()").barrier(0, 0, "__syncthreads()");
 }
 
 void named_barrier(int id, int threads) {
-  const device_addresses::EmulatorCode emulator;
+  const checks::InBuiltin builtin;
   if (id < 0 || id > 15)
     block_of_caller("bar.sync").barrier(0, -1, "a named barrier with an id outside 0 to 15");
   block_of_caller("bar.sync").barrier(id, threads, "a named barrier (bar.sync)");
 }
 
 std::uint64_t shuffle_xor(unsigned mask, std::uint64_t value, int lane_mask, int width) {
-  const device_addresses::EmulatorCode emulator;
+  const checks::InBuiltin builtin;
   return block_of_caller("__shfl_xor_sync").shuffle_xor(mask, value, lane_mask, width);
 }
 
 void sync_warp(unsigned mask) {
-  const device_addresses::EmulatorCode emulator;
+  const checks::InBuiltin builtin;
   block_of_caller("__syncwarp").sync_warp(mask);
 }
 
 void grid_sync() {
-  const device_addresses::EmulatorCode emulator;
+  const checks::InBuiltin builtin;
   block_of_caller("grid.sync()").grid_sync();
 }
 
 // The builtins below are the emulator's code, called by a kernel's: the check of a kernel's host addresses
-// (device_addresses.hpp) leaves them out.
+// leaves them out (checks::InBuiltin).
 bool block_shared_memory(std::uintptr_t address, std::uintptr_t* begin, std::size_t* bytes) {
   return tls_block != nullptr && tls_block->shared_memory_holding(address, begin, bytes);
 }
 
 void* shared_variable_storage(const void* tag, std::size_t bytes, std::size_t alignment) {
-  const device_addresses::EmulatorCode emulator;
+  const checks::InBuiltin builtin;
   return block_of_caller("__shared__").shared_variable(tag, bytes, alignment);
 }
 
 void* dynamic_shared_memory() {
-  const device_addresses::EmulatorCode emulator;
+  const checks::InBuiltin builtin;
   return block_of_caller("extern __shared__").dynamic_shared();
 }
 
 void programmatic_wait() {
-  const device_addresses::EmulatorCode emulator;
+  const checks::InBuiltin builtin;
   block_of_caller("cudaGridDependencySynchronize()").programmatic_wait();
 }
 
 void programmatic_trigger() {
-  const device_addresses::EmulatorCode emulator;
+  const checks::InBuiltin builtin;
   block_of_caller("cudaTriggerProgrammaticLaunchCompletion()").programmatic_trigger();
 }
 
 long long clock_ticks() {
-  const device_addresses::EmulatorCode emulator;
+  const checks::InBuiltin builtin;
   return std::chrono::steady_clock::now().time_since_epoch().count();
 }
 

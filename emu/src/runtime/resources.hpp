@@ -1,9 +1,9 @@
 #pragma once
 // What a kernel holds of an SM, counted as an H200 counts it (docs/emulation.md, "Launch resources"): its
 // registers, barriers, static shared memory and __launch_bounds__ come from the GPU build's own ptxas report,
-// made at build time (cmake/kernel_resources.cmake) and registered by each .cu file as the program starts;
-// the limits of a launch and the occupancy of an SM follow from them by the rules of compute capability 9.0,
-// those of the toolkit's occupancy calculator (cuda_occupancy.h), which tests/emu holds this to.
+// made at build time (emu/cmake/kernel_resources.cmake) and registered by each .cu file as the program
+// starts; the limits of a launch and the occupancy of an SM follow from them by the rules of compute
+// capability 9.0, those of the toolkit's occupancy calculator (cuda_occupancy.h), which tests/emu checks.
 #include <cstddef>
 #include <string>
 #include <vector>

@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "emu/src/config.hpp"
+#include "emu/src/runtime/config.hpp"
 
 namespace mnistdp::emu::nccl {
 

@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "emu/src/config.hpp"
-#include "emu/src/engine.hpp"
-#include "emu/src/memory.hpp"
-#include "emu/src/resources.hpp"
+#include "emu/src/runtime/config.hpp"
+#include "emu/src/runtime/engine.hpp"
+#include "emu/src/runtime/memory.hpp"
+#include "emu/src/runtime/resources.hpp"
 
 namespace mnistdp::emu {
 cudaError_t take_last_error(bool reset);
