@@ -126,12 +126,13 @@ struct CpuScratch {
 };
 
 void forward(Impl impl, const float* x, const float* w, const float* b, float* y, LinearShape s, bool relu) {
+  const Activation act = relu ? Activation::relu : Activation::identity;
   if (impl == Impl::ref)
-    ref::linear_forward(x, w, b, y, s, relu);
+    ref::linear_forward(x, w, b, y, s, act);
   else if (impl == Impl::blas)
-    blas::linear_forward(x, w, b, y, s, relu);
+    blas::linear_forward(x, w, b, y, s, act);
   else
-    cpu::linear_forward(cpu::best_isa(), w, b, x, y, s, relu);
+    cpu::linear_forward(cpu::best_isa(), w, b, x, y, s, act);
 }
 
 // With dx (fc2): both weight-gradient forms' work as the step does it (the transposed one, from x
@@ -139,17 +140,18 @@ void forward(Impl impl, const float* x, const float* w, const float* b, float* y
 // feature-major.
 void backward(Impl impl, const float* dy, const float* x, const float* w, float* dw, float* db, float* dx,
               LinearShape s, bool mask) {
+  const Activation act = mask ? Activation::relu : Activation::identity;
   if (impl == Impl::ref) {
-    ref::linear_backward(dy, x, w, dw, db, dx, s, mask);
+    ref::linear_backward(dy, x, w, dw, db, dx, s, act);
   } else if (impl == Impl::blas) {
-    blas::linear_backward(dy, x, w, dw, db, dx, s, mask);
+    blas::linear_backward(dy, x, w, dw, db, dx, s, act);
   } else {
     static CpuScratch scratch;
     const cpu::Isa isa = cpu::best_isa();
     if (dx != nullptr) {
       cpu::weight_gradient_from_transposed(isa, x, dy, scratch.ones.data(), scratch.dwT.data(), dw, db, s);
       cpu::transpose(isa, dy, scratch.dyT.data(), s.batch, s.out);
-      cpu::input_gradient(isa, w, scratch.dyT.data(), x, dx, s, mask);
+      cpu::input_gradient(isa, w, scratch.dyT.data(), x, nullptr, dx, s, act);
     } else {
       cpu::weight_gradient(isa, dy, x, scratch.ones.data(), dw, db, s);
     }

@@ -284,7 +284,7 @@ Fc1Work time_fc1_work(const Sgemm& sgemm, const mnistdp::cpu::Isa* own_isa, int 
     mnistdp::cpu::Gemm f;
     f.m = hidden, f.n = batch, f.k = in;
     f.a = w1.data(), f.a_row_stride = in, f.b = xT.data(), f.ldb = batch, f.c = hT.data(), f.ldc = batch;
-    f.epilogue.row_bias = b1.data(), f.epilogue.relu = true;
+    f.epilogue.row_bias = b1.data(), f.epilogue.activation = mnistdp::Activation::relu;
     work.forward = time_calls([&] { mnistdp::cpu::gemm(*own_isa, f); }, repeats);
     mnistdp::cpu::Gemm u;
     u.m = hidden, u.n = in, u.k = batch;

@@ -25,6 +25,10 @@ mnistdp_add_python_test(python_checkpoint_interop test_checkpoint_torch.py
 # One PyTorch step against mnist-dp's next one, across an epoch boundary; and a checkpoint's accuracy in PyTorch.
 mnistdp_add_python_test(python_step_vs_torch test_step_vs_torch.py --mnist-dp $<TARGET_FILE:mnist-dp>
   --tool $<TARGET_FILE:checkpoint_tool> --data ${MNISTDP_TEST_DATA} --device cpu --steps 937)
+# The same with GELU, on the CPU path: nn.GELU()'s forward and its autograd against mnist-dp's kernels. Three
+# steps, within an epoch: the activation is what differs.
+mnistdp_add_python_test(python_step_vs_torch_gelu test_step_vs_torch.py --mnist-dp $<TARGET_FILE:mnist-dp>
+  --tool $<TARGET_FILE:checkpoint_tool> --data ${MNISTDP_TEST_DATA} --device cpu --steps 3 --activation gelu)
 mnistdp_add_python_test(python_accuracy_vs_torch test_accuracy_torch.py --mnist-dp $<TARGET_FILE:mnist-dp>
   --data ${MNISTDP_TEST_DATA} --train-epochs 1
   --checkpoint ${CMAKE_CURRENT_BINARY_DIR}/accuracy_vs_torch.safetensors)

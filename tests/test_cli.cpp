@@ -106,6 +106,24 @@ TEST_CASE("every bad value is refused with a message naming the option", "[cli]"
   CHECK_THROWS_AS(parse({"train", "--epochs", "0"}), UsageError);
 }
 
+TEST_CASE("--activation takes the table's names, relu by default, and no fused path but with relu", "[cli]") {
+  CHECK(parse({"train"}).train.train.activation == mnistdp::Activation::relu);
+  for (const auto& row : mnistdp::kActivations) {
+    CAPTURE(row.name);
+    CHECK(parse({"train", "--activation", row.name}).train.train.activation == row.id);
+  }
+  CHECK_THROWS_WITH(parse({"train", "--activation", "tanh"}), Contains("--activation"));
+  CHECK_THROWS_WITH(parse({"train", "--activation", "identity"}), Contains("--activation"));
+  for (const char* fused : {"--fused-head", "--fused-step", "--pdl", "--persistent"}) {
+    CAPTURE(fused);
+    CHECK_THROWS_WITH(parse({"train", "--activation", "gelu", fused}),
+                      Contains("--activation gelu") && Contains(fused) && Contains("relu alone"));
+    CHECK(parse({"train", "--activation", "relu", fused}).train.train.activation ==
+          mnistdp::Activation::relu);
+  }
+  CHECK(parse({"train", "--activation", "gelu", "--help"}).text.find("--activation") != std::string::npos);
+}
+
 TEST_CASE("CUDA graphs are off by default and --cuda-graphs turns them on", "[cli]") {
   CHECK_FALSE(parse({"train"}).train.cuda_graphs);
   CHECK(parse({"train", "--cuda-graphs"}).train.cuda_graphs);

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -79,7 +80,7 @@ Exact exact_product(const mnistdp::cpu::Gemm& g) {
       // One more rounding for the bias, and twice the rounding for a CPU without fused multiply-adds.
       const double bound = gamma_n(2 * g.k + 1) * (magnitude + std::fabs(bias));
       // ReLU and the mask are exact: applied to an error band, they shrink it.
-      if (g.epilogue.relu && sum < 0.0) sum = 0.0;
+      if (g.epilogue.activation == mnistdp::Activation::relu && sum < 0.0) sum = 0.0;
       if (g.epilogue.mask != nullptr && g.epilogue.mask[i * g.epilogue.mask_stride + j] <= 0.0f) sum = 0.0;
       e.value[sz(i, g.n) + j] = sum;
       e.bound[sz(i, g.n) + j] = bound;
@@ -135,7 +136,8 @@ void check_gemm(Isa isa) {
             g.b = b.data(), g.ldb = n;
             std::vector<float> c(sz(m, n), kNaN);
             g.c = c.data(), g.ldc = n;
-            if (epilogue == 1) g.epilogue.row_bias = bias.data(), g.epilogue.relu = true;
+            if (epilogue == 1)
+              g.epilogue.row_bias = bias.data(), g.epilogue.activation = mnistdp::Activation::relu;
             if (epilogue == 2) g.epilogue.mask = mask.data(), g.epilogue.mask_stride = n;
             mnistdp::cpu::gemm(isa, g);
             INFO("A " << (a_transposed ? "transposed" : "by rows") << ", epilogue "
@@ -163,7 +165,7 @@ void check_pieces(Isa isa) {
     g.b = b.data() + col0, g.ldb = n;
     g.c = c.data() + sz(row0, n) + static_cast<std::size_t>(col0), g.ldc = n;
     g.epilogue.row_bias = bias.data() + row0;
-    g.epilogue.relu = true;
+    g.epilogue.activation = mnistdp::Activation::relu;
     mnistdp::cpu::gemm(isa, g);
   };
   std::vector<float> whole(sz(m, n), kNaN), pieces(sz(m, n), kNaN);
@@ -237,6 +239,7 @@ void check_edges(Isa isa) {
   const int n = static_cast<int>(values.size());
   const float one = 1.0f;
   for (const bool relu : {false, true}) {
+    const auto act = relu ? mnistdp::Activation::relu : mnistdp::Activation::identity;
     // ref:: as a layer with in = 1: y[i, 0] = x[i] * 1 + b, b = 0... written with bias 0 and the values in B.
     mnistdp::cpu::Gemm g;
     g.m = 1, g.n = n, g.k = 1;
@@ -246,11 +249,11 @@ void check_edges(Isa isa) {
     g.c = c.data(), g.ldc = n;
     const float zero_bias = 0.0f;
     g.epilogue.row_bias = &zero_bias;
-    g.epilogue.relu = relu;
+    g.epilogue.activation = act;
     mnistdp::cpu::gemm(isa, g);
     std::vector<float> want(static_cast<std::size_t>(n), 1234.0f);
     const float w = 1.0f;
-    mnistdp::ref::linear_forward(values.data(), &w, &zero_bias, want.data(), {n, 1, 1}, relu);
+    mnistdp::ref::linear_forward(values.data(), &w, &zero_bias, want.data(), {n, 1, 1}, act);
     INFO("relu " << relu);
     REQUIRE(std::memcmp(c.data(), want.data(), c.size() * sizeof(float)) == 0);
   }
@@ -272,6 +275,60 @@ void check_edges(Isa isa) {
   }
 }
 
+// An activation the product's epilogue has no vector form of (GELU), applied by cpu::linear_forward and
+// cpu::input_gradient in a pass of their own: against ref:: to the bit in the portable version, which rounds
+// the product as ref:: does; elsewhere, as the same scalar function applied to the product without
+// activation, whose own bound check_layer has checked. Each output poisoned before the call, every element
+// checked.
+void check_layer_without_vector_form(Isa isa, LinearShape s, const std::vector<float>& w,
+                                     const std::vector<float>& b, const std::vector<float>& xT,
+                                     const std::vector<float>& dyT) {
+  using mnistdp::Activation;
+  using Gelu = mnistdp::ActivationFn<Activation::gelu>;
+  const auto x = transposed(xT, s.in, s.batch);
+  const auto dy = transposed(dyT, s.out, s.batch);
+  std::vector<float> plainT(sz(s.out, s.batch), kNaN), yT(plainT.size(), kNaN), zT(plainT.size(), kNaN);
+  mnistdp::cpu::linear_forward(isa, w.data(), b.data(), xT.data(), plainT.data(), s, Activation::identity);
+  mnistdp::cpu::linear_forward(isa, w.data(), b.data(), xT.data(), yT.data(), s, Activation::gelu, zT.data());
+  REQUIRE(zT == plainT);
+  for (std::size_t j = 0; j < yT.size(); ++j) {
+    const float want = Gelu::forward(zT[j]);
+    REQUIRE(std::memcmp(&yT[j], &want, sizeof(float)) == 0);
+  }
+  // Without zT to keep, the activation applied in place: the same y.
+  std::vector<float> in_place(yT.size(), kNaN);
+  mnistdp::cpu::linear_forward(isa, w.data(), b.data(), xT.data(), in_place.data(), s, Activation::gelu);
+  REQUIRE(in_place == yT);
+  std::vector<float> y_ref(sz(s.batch, s.out), kNaN), z_ref(y_ref.size(), kNaN);
+  mnistdp::ref::linear_forward(x.data(), w.data(), b.data(), y_ref.data(), s, Activation::gelu, z_ref.data());
+  if (isa == Isa::portable) {
+    REQUIRE(transposed(yT, s.out, s.batch) == y_ref);
+    REQUIRE(transposed(zT, s.out, s.batch) == z_ref);
+  }
+
+  // The input gradient: GELU's derivative read from z (here x itself, any values do).
+  std::vector<float> dx_plainT(sz(s.in, s.batch), kNaN), dxT(dx_plainT.size(), kNaN);
+  mnistdp::cpu::input_gradient(isa, w.data(), dyT.data(), xT.data(), nullptr, dx_plainT.data(), s,
+                               Activation::identity);
+  mnistdp::cpu::input_gradient(isa, w.data(), dyT.data(), nullptr, xT.data(), dxT.data(), s,
+                               Activation::gelu);
+  for (std::size_t j = 0; j < dxT.size(); ++j) {
+    const float want = Gelu::backward(dx_plainT[j], xT[j]);
+    REQUIRE(std::memcmp(&dxT[j], &want, sizeof(float)) == 0);
+  }
+  if (isa == Isa::portable) {
+    std::vector<float> dw(sz(s.out, s.in)), db(static_cast<std::size_t>(s.out)), dx_ref(sz(s.batch, s.in));
+    mnistdp::ref::linear_backward(dy.data(), x.data(), w.data(), dw.data(), db.data(), dx_ref.data(), s,
+                                  Activation::gelu, x.data());
+    REQUIRE(transposed(dxT, s.in, s.batch) == dx_ref);
+  }
+  // A pre-activation asked of an activation that keeps none is refused, not left unwritten.
+  if (!zT.empty())
+    REQUIRE_THROWS_AS(mnistdp::cpu::linear_forward(isa, w.data(), b.data(), xT.data(), yT.data(), s,
+                                                   Activation::relu, zT.data()),
+                      std::invalid_argument);
+}
+
 // The layer's four operations against ref:: on the same data (the activations turned feature-major). The bias
 // gradients are sums in ref::'s order in every version, so equal to the bit; in the portable version, whose
 // every product and sum is rounded as ref:: rounds it, everything is.
@@ -290,16 +347,17 @@ void check_layer(Isa isa, LinearShape s) {
   const bool exact = isa == Isa::portable;
 
   for (const bool relu : {false, true}) {
+    const auto act = relu ? mnistdp::Activation::relu : mnistdp::Activation::identity;
     std::vector<float> y_ref(sz(s.batch, s.out), kNaN), yT(sz(s.out, s.batch), kNaN);
-    mnistdp::ref::linear_forward(x.data(), w.data(), b.data(), y_ref.data(), s, relu);
-    mnistdp::cpu::linear_forward(isa, w.data(), b.data(), xT.data(), yT.data(), s, relu);
+    mnistdp::ref::linear_forward(x.data(), w.data(), b.data(), y_ref.data(), s, act);
+    mnistdp::cpu::linear_forward(isa, w.data(), b.data(), xT.data(), yT.data(), s, act);
     const auto y = transposed(yT, s.out, s.batch);
     // Split by the batch's columns instead of the outputs' rows: the same bits, every element written.
     for (const int parts : {1, 2, 3}) {
       std::vector<float> by_columns(yT.size(), kNaN);
       for (int index = 0; index < parts; ++index)
-        mnistdp::cpu::linear_forward_by_columns(isa, w.data(), b.data(), xT.data(), by_columns.data(), s,
-                                                relu, {index, parts});
+        mnistdp::cpu::linear_forward_by_columns(isa, w.data(), b.data(), xT.data(), by_columns.data(), s, act,
+                                                nullptr, {index, parts});
       INFO(parts << " parts by columns");
       REQUIRE(by_columns == yT);
     }
@@ -311,7 +369,7 @@ void check_layer(Isa isa, LinearShape s) {
       g.a = w.data(), g.a_row_stride = s.in, g.a_col_stride = 1;
       g.b = xT.data(), g.ldb = s.batch;
       g.epilogue.row_bias = b.data();
-      g.epilogue.relu = relu;
+      g.epilogue.activation = act;
       require_within(yT, exact_product(g), "yT");
     }
   }
@@ -319,7 +377,7 @@ void check_layer(Isa isa, LinearShape s) {
   std::vector<float> dw_ref(sz(s.out, s.in), kNaN), db_ref(static_cast<std::size_t>(s.out), kNaN);
   std::vector<float> dx_ref(sz(s.batch, s.in), kNaN);
   mnistdp::ref::linear_backward(dy.data(), x.data(), w.data(), dw_ref.data(), db_ref.data(), dx_ref.data(), s,
-                                /*relu_mask=*/true);
+                                mnistdp::Activation::relu);
   mnistdp::cpu::Gemm dw_product;  // dw = dyT x
   dw_product.m = s.out, dw_product.n = s.in, dw_product.k = s.batch;
   dw_product.a = dyT.data(), dw_product.a_row_stride = s.batch, dw_product.a_col_stride = 1;
@@ -347,12 +405,13 @@ void check_layer(Isa isa, LinearShape s) {
       require_within(dw, dw_exact, "dw from transposed");
   }
   for (const bool relu_mask : {false, true}) {
+    const auto act = relu_mask ? mnistdp::Activation::relu : mnistdp::Activation::identity;
     std::vector<float> dx_want(sz(s.batch, s.in), kNaN);
     std::vector<float> dw_unused(sz(s.out, s.in)), db_unused(static_cast<std::size_t>(s.out));
     mnistdp::ref::linear_backward(dy.data(), x.data(), w.data(), dw_unused.data(), db_unused.data(),
-                                  dx_want.data(), s, relu_mask);
+                                  dx_want.data(), s, act);
     std::vector<float> dxT(sz(s.in, s.batch), kNaN);
-    mnistdp::cpu::input_gradient(isa, w.data(), dyT.data(), xT.data(), dxT.data(), s, relu_mask);
+    mnistdp::cpu::input_gradient(isa, w.data(), dyT.data(), xT.data(), nullptr, dxT.data(), s, act);
     const auto dx = transposed(dxT, s.in, s.batch);
     INFO("relu_mask " << relu_mask);
     if (exact) {
@@ -366,6 +425,7 @@ void check_layer(Isa isa, LinearShape s) {
       require_within(dxT, exact_product(g), "dxT");
     }
   }
+  check_layer_without_vector_form(isa, s, w, b, xT, dyT);
 }
 
 void check_layers(Isa isa) {

@@ -15,7 +15,13 @@
 
 namespace {
 
+using mnistdp::Activation;
 using mnistdp::LinearShape;
+
+// The layer's activation in the tests written before there was a choice of one: ReLU or none.
+Activation relu_if(bool relu) {
+  return relu ? Activation::relu : Activation::identity;
+}
 
 // Unit roundoff of float: every float operation is exact up to a factor (1 + d), |d| <= u.
 constexpr double kU = 0x1p-24;
@@ -153,7 +159,7 @@ TEST_CASE("ref::linear_forward matches the same math in double", "[kernels][line
       const auto w = random_vec(rng, sz(s.out, s.in));
       const auto b = random_vec(rng, static_cast<std::size_t>(s.out));
       std::vector<float> y(sz(s.batch, s.out), std::numeric_limits<float>::quiet_NaN());
-      mnistdp::ref::linear_forward(x.data(), w.data(), b.data(), y.data(), s, relu);
+      mnistdp::ref::linear_forward(x.data(), w.data(), b.data(), y.data(), s, relu_if(relu));
       for (int i = 0; i < s.batch; ++i) {
         for (int o = 0; o < s.out; ++o) {
           double exact = b[o];
@@ -191,7 +197,7 @@ TEST_CASE("ref::linear_backward dw, db, dx agree with finite differences", "[ker
       std::vector<float> dw(sz(s.out, s.in), nan), db(static_cast<std::size_t>(s.out), nan);
       std::vector<float> dx(sz(s.batch, s.in), nan);
       mnistdp::ref::linear_backward(r.data(), x.data(), w.data(), dw.data(), db.data(), dx.data(), s,
-                                    relu_mask);
+                                    relu_if(relu_mask));
 
       auto ud = to_double(u), wd = to_double(w), bd = to_double(b);
       const auto rd = to_double(r);
@@ -242,8 +248,10 @@ TEST_CASE("ref::linear_backward with dx nullptr and with batch 0", "[kernels][li
     const auto w = random_vec(rng, sz(s.out, s.in));
     std::vector<float> dw1(sz(s.out, s.in), nan), db1(10, nan), dx(sz(s.batch, s.in), nan);
     std::vector<float> dw2(sz(s.out, s.in), nan), db2(10, nan);
-    mnistdp::ref::linear_backward(dy.data(), x.data(), w.data(), dw1.data(), db1.data(), dx.data(), s, false);
-    mnistdp::ref::linear_backward(dy.data(), x.data(), w.data(), dw2.data(), db2.data(), nullptr, s, false);
+    mnistdp::ref::linear_backward(dy.data(), x.data(), w.data(), dw1.data(), db1.data(), dx.data(), s,
+                                  Activation::identity);
+    mnistdp::ref::linear_backward(dy.data(), x.data(), w.data(), dw2.data(), db2.data(), nullptr, s,
+                                  Activation::identity);
     REQUIRE(dw1 == dw2);
     REQUIRE(db1 == db2);
   }
@@ -251,7 +259,8 @@ TEST_CASE("ref::linear_backward with dx nullptr and with batch 0", "[kernels][li
     const LinearShape s{0, 33, 10};
     const auto w = random_vec(rng, sz(s.out, s.in));
     std::vector<float> dw(sz(s.out, s.in), nan), db(10, nan);
-    mnistdp::ref::linear_backward(nullptr, nullptr, w.data(), dw.data(), db.data(), nullptr, s, true);
+    mnistdp::ref::linear_backward(nullptr, nullptr, w.data(), dw.data(), db.data(), nullptr, s,
+                                  Activation::relu);
     for (const float v : dw)
       REQUIRE(v == 0.0f);
     for (const float v : db)
@@ -309,8 +318,8 @@ void check_blas_against_ref(std::mt19937& rng, LinearShape s) {
 
   for (const bool relu : {false, true}) {
     std::vector<float> y_ref(sz(s.batch, s.out), nan), y_blas(sz(s.batch, s.out), nan);
-    mnistdp::ref::linear_forward(x.data(), w.data(), b.data(), y_ref.data(), s, relu);
-    mnistdp::blas::linear_forward(x.data(), w.data(), b.data(), y_blas.data(), s, relu);
+    mnistdp::ref::linear_forward(x.data(), w.data(), b.data(), y_ref.data(), s, relu_if(relu));
+    mnistdp::blas::linear_forward(x.data(), w.data(), b.data(), y_blas.data(), s, relu_if(relu));
     require_close(y_blas, y_ref, relu ? "y (relu)" : "y");
   }
   for (const bool relu_mask : {false, true}) {
@@ -318,9 +327,9 @@ void check_blas_against_ref(std::mt19937& rng, LinearShape s) {
     std::vector<float> dx_ref(sz(s.batch, s.in), nan);
     std::vector<float> dw_blas = dw_ref, db_blas = db_ref, dx_blas = dx_ref;
     mnistdp::ref::linear_backward(dy.data(), x.data(), w.data(), dw_ref.data(), db_ref.data(), dx_ref.data(),
-                                  s, relu_mask);
+                                  s, relu_if(relu_mask));
     mnistdp::blas::linear_backward(dy.data(), x.data(), w.data(), dw_blas.data(), db_blas.data(),
-                                   dx_blas.data(), s, relu_mask);
+                                   dx_blas.data(), s, relu_if(relu_mask));
     require_close(dw_blas, dw_ref, "dw");
     REQUIRE(db_blas == db_ref);  // same order of the same float adds: equal to the bit
     require_close(dx_blas, dx_ref, relu_mask ? "dx (masked)" : "dx");
@@ -334,7 +343,7 @@ void check_blas_against_ref(std::mt19937& rng, LinearShape s) {
     // dx nullptr: dw and db as before, nothing else touched.
     std::vector<float> dw_skip(dw_ref.size(), nan), db_skip(db_ref.size(), nan);
     mnistdp::blas::linear_backward(dy.data(), x.data(), w.data(), dw_skip.data(), db_skip.data(), nullptr, s,
-                                   relu_mask);
+                                   relu_if(relu_mask));
     REQUIRE(dw_skip == dw_blas);
     REQUIRE(db_skip == db_blas);
   }
@@ -368,9 +377,10 @@ TEST_CASE("blas::linear with batch 0 writes zero gradients", "[kernels][linear][
     const auto b = random_vec(rng, static_cast<std::size_t>(s.out));
     // Valid but empty inputs: the pointers a replica with no rows would pass.
     std::vector<float> x, dy, y, dx;
-    mnistdp::blas::linear_forward(x.data(), w.data(), b.data(), y.data(), s, true);
+    mnistdp::blas::linear_forward(x.data(), w.data(), b.data(), y.data(), s, Activation::relu);
     std::vector<float> dw(sz(s.out, s.in), nan), db(static_cast<std::size_t>(s.out), nan);
-    mnistdp::blas::linear_backward(dy.data(), x.data(), w.data(), dw.data(), db.data(), dx.data(), s, true);
+    mnistdp::blas::linear_backward(dy.data(), x.data(), w.data(), dw.data(), db.data(), dx.data(), s,
+                                   Activation::relu);
     for (const float v : dw)
       REQUIRE(v == 0.0f);
     for (const float v : db)

@@ -336,7 +336,7 @@ struct GemmBuffers {
     }
     if (with_epilogue) {
       p.bias = g.bias ? base + bias : nullptr;
-      p.relu = g.relu;
+      p.activation = g.relu || g.mask ? Activation::relu : Activation::identity;
       p.mask = g.mask ? base + mask : nullptr;
     }
     return p;
@@ -449,7 +449,7 @@ class GemmCheck {
         switch (g_.orient) {
           case Orient::fwd:
             ref::linear_forward(a_.data() + sz(piece.row) * sz(k), b_.data(), b_vec, out, {piece.count, k, n},
-                                relu);
+                                relu ? Activation::relu : Activation::identity);
             break;
           case Orient::dw: {
             // Rows of dW are columns of dy: gather them into a compact [k, count] dy.
@@ -459,7 +459,7 @@ class GemmCheck {
                 a_sub[sz(kk) * sz(piece.count) + sz(c)] = a_[sz(kk) * sz(g_.m) + sz(piece.row + c)];
             db_tmp.resize(sz(piece.count));
             ref::linear_backward(a_sub.data(), b_.data(), nullptr, out, db_tmp.data(), nullptr,
-                                 {k, n, piece.count}, false);
+                                 {k, n, piece.count}, Activation::identity);
             break;
           }
           case Orient::dx: {
@@ -473,7 +473,8 @@ class GemmCheck {
             dw_tmp.resize(sz(k) * sz(n));
             db_tmp.resize(sz(k));
             ref::linear_backward(a_.data() + sz(piece.row) * sz(k), x, b_.data(), dw_tmp.data(),
-                                 db_tmp.data(), out, {piece.count, n, k}, mask);
+                                 db_tmp.data(), out, {piece.count, n, k},
+                                 mask ? Activation::relu : Activation::identity);
             break;
           }
         }

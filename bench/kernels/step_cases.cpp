@@ -22,14 +22,15 @@ Check check_step(const Data& data, Buffers& buf, int batch, const SgdConfig& sgd
   const auto g = ParamViews<float>::of(grads.data());
   ref::gather_normalize(data.host_images.data(), data.host_labels.data(), data.host_order.data(), x.data(),
                         y.data(), batch, kIn);
-  ref::linear_forward(x.data(), w.fc1_weight, w.fc1_bias, h.data(), {batch, kIn, kHid}, true);
-  ref::linear_forward(h.data(), w.fc2_weight, w.fc2_bias, logits.data(), {batch, kHid, kOut}, false);
+  ref::linear_forward(x.data(), w.fc1_weight, w.fc1_bias, h.data(), {batch, kIn, kHid}, Activation::relu);
+  ref::linear_forward(h.data(), w.fc2_weight, w.fc2_bias, logits.data(), {batch, kHid, kOut},
+                      Activation::identity);
   grads[ParamLayout::kLossSlot] =
       ref::softmax_xent(logits.data(), y.data(), dlogits.data(), batch, kOut, 1.0f / kGlobalBatch);
   ref::linear_backward(dlogits.data(), h.data(), w.fc2_weight, g.fc2_weight, g.fc2_bias, dh.data(),
-                       {batch, kHid, kOut}, true);
+                       {batch, kHid, kOut}, Activation::relu);
   ref::linear_backward(dh.data(), x.data(), w.fc1_weight, g.fc1_weight, g.fc1_bias, nullptr,
-                       {batch, kIn, kHid}, false);
+                       {batch, kIn, kHid}, Activation::identity);
   ref::sgd_step(params.data(), grads.data(), nullptr, ParamLayout::kCount, sgd, false);
   // Gradients: float sums of up to 256 terms in another order; within 1e-4 of the largest of the buffer
   // (a wrong element is off by its whole size). Parameters then differ by lr times that at most.

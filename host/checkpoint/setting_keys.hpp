@@ -13,5 +13,8 @@ inline constexpr std::string_view kMomentum = "mnist_dp.sgd.momentum";
 inline constexpr std::string_view kDampening = "mnist_dp.sgd.dampening";
 inline constexpr std::string_view kWeightDecay = "mnist_dp.sgd.weight_decay";
 inline constexpr std::string_view kNesterov = "mnist_dp.sgd.nesterov";
+// The hidden layer's activation, a name of kActivations (kernels/ref/activation.hpp). A file without it is
+// from before there was a choice, and trained with relu.
+inline constexpr std::string_view kActivation = "mnist_dp.activation";
 
 }  // namespace mnistdp::setting_keys

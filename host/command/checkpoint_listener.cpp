@@ -32,6 +32,7 @@ void CheckpointListener::on_epoch_end(const EpochReport& r) {
   c.extra[std::string(setting_keys::kDampening)] = fmt::format("{}", t_.sgd.dampening);
   c.extra[std::string(setting_keys::kWeightDecay)] = fmt::format("{}", t_.sgd.weight_decay);
   c.extra[std::string(setting_keys::kNesterov)] = t_.sgd.nesterov ? "true" : "false";
+  c.extra[std::string(setting_keys::kActivation)] = activation_name(t_.activation);
   save_checkpoint(*o_.save, c);
   saved_step_ = r.total_steps;
   signals_.set_message_on_kill(fmt::format(

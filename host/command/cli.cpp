@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
+#include <map>
 #include <sstream>
 #include <string_view>
 
@@ -139,6 +140,17 @@ void add_train_options(CLI::App& train, TrainOptions& o) {
   train.add_option("--gemm", o.gemm, "CUDA matrix product: " + gemm_names_text(/*with_descriptions=*/true))
       ->check(CLI::IsMember(gemm_names()))
       ->capture_default_str();
+  std::map<std::string, Activation> activations;
+  std::string activation_help = "The hidden layer's activation:";
+  for (const ActivationRow& row : kActivations) {
+    activations.emplace(row.name, row.id);
+    activation_help += fmt::format(" {} ({}{}),", row.name, row.torch,
+                                   row.id == kDefaultActivation ? ", the reference program's" : "");
+  }
+  activation_help.back() = ';';
+  train.add_option("--activation", o.train.activation, activation_help + " a resumed run keeps its own")
+      ->transform(CLI::CheckedTransformer(activations))
+      ->default_str(activation_name(kDefaultActivation));
   train.add_flag("--cuda-graphs", o.cuda_graphs, "Replay each CUDA training step as one CUDA graph");
   train.add_flag("--fused-head", o.fused_head,
                  "Run fc2's forward and backward and the loss as one CUDA kernel (the same results, --gemm "
@@ -245,6 +257,17 @@ void check_consistency(const TrainOptions& o) {
         throw UsageError(fmt::format(
             "{} is a fast path of the all-reduce's step; --strategy dataparallel runs the plain launches",
             fast));
+    }
+  }
+  // The fused kernels read ReLU's derivative from h (kernels/cuda/fused/): another activation is refused
+  // before anything is loaded, rather than trained with the wrong derivative.
+  if (o.train.activation != Activation::relu) {
+    for (const char* fused : {"--fused-head", "--fused-step", "--pdl", "--persistent"}) {
+      if (o.is_given(fused))
+        throw UsageError(fmt::format(
+            "--activation {}: {} runs kernels written for relu alone; leave it out to train {} with the "
+            "plain launches",
+            activation_name(o.train.activation), fused, activation_name(o.train.activation)));
     }
   }
   if (o.tf32 && o.gemm != "cublas")

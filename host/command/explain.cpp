@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 #include <algorithm>
 #include <cstdint>
+#include <string>
 
 #include "host/command/progress.hpp"
 #include "host/model/init.hpp"
@@ -81,8 +82,13 @@ int explain_forward(std::FILE* out, const TrainConfig& config, int train_count,
       "(p/255 - 0.5)/0.5, giving x: [rows, 784] floats.\n");
   console_print(
       out,
-      "4. Forward. h = relu(x fc1.weight^T + fc1.bias): [rows, 256]; logits = h fc2.weight^T + fc2.bias: "
-      "[rows, 10].\n");
+      "4. Forward. h = {}(x fc1.weight^T + fc1.bias): [rows, 256]{}; logits = h fc2.weight^T + fc2.bias: "
+      "[rows, 10].\n",
+      activation_name(config.activation),
+      activation_row(config.activation).reads_input
+          ? " (its input z kept as well: the derivative of " +
+                std::string(activation_name(config.activation)) + " is read from z)"
+          : "");
   return batch;
 }
 

@@ -14,8 +14,8 @@
 
 namespace mnistdp {
 
-std::vector<std::unique_ptr<Replica>> make_replicas(const TrainOptions& o, const DataSplits& data,
-                                                    const Placement& placement,
+std::vector<std::unique_ptr<Replica>> make_replicas(const TrainOptions& o, Activation activation,
+                                                    const DataSplits& data, const Placement& placement,
                                                     [[maybe_unused]] int processes) {
   std::vector<std::unique_ptr<Replica>> replicas;
 #ifdef MNISTDP_WITH_CUDA
@@ -31,13 +31,14 @@ std::vector<std::unique_ptr<Replica>> make_replicas(const TrainOptions& o, const
     step.steps_per_graph = o.steps_per_graph;
     step.tf32 = o.tf32;
     step.alone = placement.replicas == 1 && processes == 1;
+    step.activation = activation;
     for (int device : placement.replica_devices)
       replicas.push_back(make_cuda_replica(data, device, step));
     return replicas;
   }
 #endif
   for (int r = 0; r < placement.replicas; ++r)
-    replicas.push_back(std::make_unique<CpuReplica>(data, r, o.threads));
+    replicas.push_back(std::make_unique<CpuReplica>(data, r, o.threads, activation));
   return replicas;
 }
 

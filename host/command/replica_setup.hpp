@@ -17,9 +17,11 @@
 namespace mnistdp {
 
 // processes: how many processes train together (each with placement's replicas); a lone replica (one in
-// all) takes its steps whole (Replica::step_alone).
-std::vector<std::unique_ptr<Replica>> make_replicas(const TrainOptions& options, const DataSplits& data,
-                                                    const Placement& placement, int processes = 1);
+// all) takes its steps whole (Replica::step_alone). activation: the hidden layer's, which a resumed run or an
+// evaluated checkpoint takes from its file.
+std::vector<std::unique_ptr<Replica>> make_replicas(const TrainOptions& options, Activation activation,
+                                                    const DataSplits& data, const Placement& placement,
+                                                    int processes = 1);
 
 // The communicator the placement's layout takes (communicator_table.hpp). group: null for a single process.
 // timeout: how long a multi-process NCCL communicator waits for its peers.

@@ -54,6 +54,14 @@ class ResumedSettings {
     value = x;
   }
 
+  void take_activation(Activation& value) const {
+    const Activation saved = checkpoint_activation(c_, *o_.resume);
+    refuse_if_given_otherwise("--activation", saved == value,
+                              fmt::format("with --activation {}", activation_name(saved)),
+                              fmt::format("--activation {}", activation_name(value)));
+    value = saved;
+  }
+
   void take_whole(std::string_view option, const std::optional<std::string>& saved_text,
                   std::uint64_t& value) const {
     if (!saved_text) return;
@@ -84,6 +92,17 @@ class ResumedSettings {
 
 }  // namespace
 
+Activation checkpoint_activation(const Checkpoint& c, const std::filesystem::path& path) {
+  const auto saved = c.extra.find(std::string(setting_keys::kActivation));
+  if (saved == c.extra.end()) return Activation::relu;
+  const std::optional<Activation> a = parse_activation(saved->second);
+  if (!a)
+    throw CheckpointError(fmt::format("{}: the metadata {} is '{}', not an activation this build knows ({})",
+                                      path.string(), setting_keys::kActivation, saved->second,
+                                      activation_choices()));
+  return *a;
+}
+
 StartState start_state(const TrainOptions& o, TrainConfig& t, const DataSplits& data) {
   StartState state;
   if (o.resume) {
@@ -112,13 +131,15 @@ StartState start_state(const TrainOptions& o, TrainConfig& t, const DataSplits& 
     saved.take_float("--dampening", std::string(setting_keys::kDampening), t.sgd.dampening);
     saved.take_float("--weight-decay", std::string(setting_keys::kWeightDecay), t.sgd.weight_decay);
     saved.take_flag("--nesterov", std::string(setting_keys::kNesterov), t.sgd.nesterov);
+    saved.take_activation(t.activation);
     check_sgd_settings(t.sgd);
     state.step = c.step;
     state.params = std::move(c.params);
     state.momentum = std::move(c.momentum);
     const int steps_per_epoch = (data.train.count + t.batch_size - 1) / t.batch_size;
-    console_print(stdout, "resuming: {}, {}; with its settings: batch {}, {}, seed {}\n", o.resume->string(),
-                  progress_words(c.step, steps_per_epoch), t.batch_size, sgd_words(t.sgd), t.seed);
+    console_print(stdout, "resuming: {}, {}; with its settings: batch {}, {}, seed {}, activation {}\n",
+                  o.resume->string(), progress_words(c.step, steps_per_epoch), t.batch_size, sgd_words(t.sgd),
+                  t.seed, activation_name(t.activation));
     return state;
   }
   if (o.init_from) {
@@ -146,9 +167,17 @@ StartState share_start_state(ProcessGroup& group, StartState state, TrainConfig&
     float dampening;
     float weight_decay;
     std::int32_t nesterov;
-    std::int32_t unused;
-  } header{state.step,     t.seed,          state.momentum ? 1 : 0, t.batch_size,           t.sgd.lr,
-           t.sgd.momentum, t.sgd.dampening, t.sgd.weight_decay,     t.sgd.nesterov ? 1 : 0, 0};
+    std::int32_t activation;
+  } header{state.step,
+           t.seed,
+           state.momentum ? 1 : 0,
+           t.batch_size,
+           t.sgd.lr,
+           t.sgd.momentum,
+           t.sgd.dampening,
+           t.sgd.weight_decay,
+           t.sgd.nesterov ? 1 : 0,
+           static_cast<std::int32_t>(t.activation)};
   group.broadcast(std::as_writable_bytes(std::span(&header, 1)));
   if (group.rank() != 0) {
     state.step = header.step;
@@ -156,6 +185,7 @@ StartState share_start_state(ProcessGroup& group, StartState state, TrainConfig&
     t.batch_size = header.batch_size;
     t.sgd =
         SgdConfig{header.lr, header.momentum, header.dampening, header.weight_decay, header.nesterov != 0};
+    t.activation = static_cast<Activation>(header.activation);
     state.momentum.reset();
     if (header.has_momentum != 0) state.momentum.emplace(ParamLayout::kCount, 0.0f);
   }

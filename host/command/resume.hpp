@@ -1,8 +1,11 @@
 #pragma once
 // Where a run starts: from the seed, from a parameter file (--init-from), or where a checkpoint left off
 // (--resume), which also brings back the momentum, the step and the settings the checkpoint stores.
+#include <filesystem>
 #include <optional>
 #include <vector>
+
+#include "host/checkpoint/checkpoint.hpp"
 
 #include "host/command/cli.hpp"
 #include "host/processes/process_group.hpp"
@@ -16,6 +19,11 @@ struct StartState {
   std::optional<std::vector<float>> momentum;
   long step = 0;
 };
+
+// The activation a checkpoint at `path` was trained with: its metadata's, or relu for a file without the key
+// (written before there was a choice, or by PyTorch's SimpleNet). Throws CheckpointError for a name this
+// build does not know.
+Activation checkpoint_activation(const Checkpoint& c, const std::filesystem::path& path);
 
 // Reads --resume or --init-from (rank 0 alone), or initialises the parameters from the seed. A resumed run
 // takes its settings into t from the file, and refuses one that the command line gives otherwise, naming

@@ -113,6 +113,7 @@ std::vector<Setting> run_settings(const TrainOptions& o, const TrainConfig& t, c
       {"--device", o.device},
       {"--gemm", o.gemm},
       {"--tf32", o.tf32 ? "on" : "off"},
+      {"--activation", activation_name(t.activation)},
       {"--resume", file(o.resume)},
       {"--init-from", file(o.init_from)},
       {"--save", file(o.save)},
@@ -144,6 +145,7 @@ std::string start_record(const TrainConfig& t, const DataSplits& data,
                         {"weight_decay", as_written(t.sgd.weight_decay)},
                         {"nesterov", t.sgd.nesterov},
                         {"seed", t.seed},
+                        {"activation", activation_name(t.activation)},
                         {"start_step", t.start_step}}
       .dump();
 }
@@ -262,7 +264,12 @@ int run_train(const TrainOptions& o, const LaunchInfo& launch, ProcessGroup* gro
   else
     signals.set_message_on_kill(
         "mnist-dp: stopped at once by a second signal; nothing was saved (--save PATH keeps the progress)\n");
-  std::vector<std::unique_ptr<Replica>> replicas = make_replicas(o, data, placement, world_size);
+  // After start_state: a resumed run's is the saved one.
+  if (root)
+    console_print(stdout, "activation: {} ({})\n", activation_name(t.activation),
+                  activation_row(t.activation).torch);
+  std::vector<std::unique_ptr<Replica>> replicas =
+      make_replicas(o, t.activation, data, placement, world_size);
   std::unique_ptr<Communicator> communicator;
   std::unique_ptr<DataParallelLinks> links;
   if (data_parallel)
@@ -381,7 +388,10 @@ int run_eval(const EvalOptions& e) {
   const Checkpoint c = load_checkpoint(e.checkpoint);
   const Placement placement = choose_placement(o, LaunchInfo{}, "evaluating");
   const DataSplits data = load_data(o, true);
-  std::vector<std::unique_ptr<Replica>> replicas = make_replicas(o, data, placement);
+  // The activation the checkpoint was trained with (relu for a file from before it was recorded, or
+  // PyTorch's SimpleNet).
+  const Activation activation = checkpoint_activation(c, e.checkpoint);
+  std::vector<std::unique_ptr<Replica>> replicas = make_replicas(o, activation, data, placement);
   replicas[0]->load_parameters(c.params);
   const EvalResult r = replicas[0]->evaluate();
   console_print(stdout, "{}: test loss {:.4f}, test accuracy {:.2f}% ({} of {} images) on {}\n",
@@ -394,6 +404,7 @@ int run_eval(const EvalOptions& e) {
                                  {"test_accuracy", r.accuracy()},
                                  {"correct", r.correct},
                                  {"count", r.count},
+                                 {"activation", activation_name(activation)},
                                  {"device", replicas[0]->description()}}
                       .dump());
   return 0;

@@ -29,10 +29,11 @@ void check_size(std::size_t got, std::size_t want, const char* what) {
 
 }  // namespace
 
-CpuReplica::CpuReplica(const DataSplits& data, int index, int threads)
+CpuReplica::CpuReplica(const DataSplits& data, int index, int threads, Activation activation)
     : data_(data),
       index_(index),
       isa_(cpu::best_isa()),
+      activation_(activation),
       params_(ParamLayout::kCount),
       grads_(ParamLayout::kGradCount),
       fc2_dwT_(static_cast<std::size_t>(kHid) * kOut),
@@ -95,6 +96,7 @@ void CpuReplica::reserve_rows(int rows) {
     in.y.resize(n);
   }
   hiddenT_.resize(n * kHid);
+  if (keeps_pre_activation(activation_)) preactT_.resize(n * kHid);
   logitsT_.resize(n * kOut);
   logits_.resize(n * kOut);
   dlogits_.resize(n * kOut);
@@ -107,12 +109,12 @@ void CpuReplica::reserve_rows(int rows) {
 
 void CpuReplica::forward(const float* xT, int rows, cpu::Part part) {
   const auto p = ParamViews<const float>::of(params_.data());
-  cpu::linear_forward(isa_, p.fc1_weight, p.fc1_bias, xT, hiddenT_.data(), {rows, kIn, kHid}, /*relu=*/true,
-                      part);
+  cpu::linear_forward(isa_, p.fc1_weight, p.fc1_bias, xT, hiddenT_.data(), {rows, kIn, kHid}, activation_,
+                      keeps_pre_activation(activation_) ? preactT_.data() : nullptr, part);
   team_.barrier();
   // fc2's ten rows are too few to split: it is split by columns, the members' shares of the batch.
   cpu::linear_forward_by_columns(isa_, p.fc2_weight, p.fc2_bias, hiddenT_.data(), logitsT_.data(),
-                                 {rows, kHid, kOut}, /*relu=*/false, part);
+                                 {rows, kHid, kOut}, Activation::identity, nullptr, part);
 }
 
 void CpuReplica::compute_gradients(int first, int count, int global_batch) {
@@ -140,8 +142,8 @@ void CpuReplica::backward(int count, cpu::Part part, const cpu::WeightUpdate* fc
   // result to turn, rather than from the hidden activations turned by rows.
   cpu::weight_gradient_from_transposed(isa_, hiddenT_.data(), dlogits_.data(), ones_.data(), fc2_dwT_.data(),
                                        g.fc2_weight, g.fc2_bias, fc2, part);
-  cpu::input_gradient(isa_, p.fc2_weight, dlogitsT_.data(), hiddenT_.data(), dhiddenT_.data(), fc2,
-                      /*relu_mask=*/true, part);
+  cpu::input_gradient(isa_, p.fc2_weight, dlogitsT_.data(), hiddenT_.data(), preactT_.data(),
+                      dhiddenT_.data(), fc2, activation_, part);
   // No barrier: this part's rows of dhiddenT_, just written, are the rows fc1's weight gradient reads here.
   const Inputs& in = inputs_[static_cast<std::size_t>(part.index)];
   cpu::weight_gradient(isa_, dhiddenT_.data(), in.x.data(), ones_.data(), g.fc1_weight, g.fc1_bias, fc1, part,

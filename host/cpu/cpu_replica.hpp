@@ -15,8 +15,9 @@ namespace mnistdp {
 class CpuReplica final : public Replica {
  public:
   // data must outlive the replica; CPU replicas share it read-only instead of each holding a copy. `threads`
-  // share each step's work (ThreadTeam); the results are the same bits for any number.
-  CpuReplica(const DataSplits& data, int index, int threads = 1);
+  // share each step's work (ThreadTeam); the results are the same bits for any number. activation: the
+  // hidden layer's (kernels/ref/activation.hpp).
+  CpuReplica(const DataSplits& data, int index, int threads = 1, Activation activation = kDefaultActivation);
 
   std::string description() const override;
   void load_parameters(std::span<const float> params) override;
@@ -68,6 +69,7 @@ class CpuReplica final : public Replica {
   const DataSplits& data_;
   int index_;
   cpu::Isa isa_;
+  Activation activation_;
   CacheAlignedVector<float> params_;    // [kCount]
   CacheAlignedVector<float> grads_;     // [kGradCount], the loss sum in the last slot
   CacheAlignedVector<float> momentum_;  // [kCount] once the first momentum step has run
@@ -88,7 +90,8 @@ class CpuReplica final : public Replica {
     std::vector<std::uint8_t> y;   // [rows]
   };
   std::vector<Inputs> inputs_;          // [team size]
-  CacheAlignedVector<float> hiddenT_;   // [256, rows] after ReLU
+  CacheAlignedVector<float> hiddenT_;   // [256, rows] after the activation
+  CacheAlignedVector<float> preactT_;   // [256, rows] before it, where its derivative reads that
   CacheAlignedVector<float> logitsT_;   // [10, rows]
   CacheAlignedVector<float> logits_;    // [rows, 10], for evaluation's count of correct rows
   CacheAlignedVector<float> dlogits_;   // [rows, 10]

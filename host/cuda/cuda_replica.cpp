@@ -219,6 +219,7 @@ CudaReplica::CudaReplica(const DataSplits& data, int device, const CudaStepOptio
   kernels.fused_step = options_.fused_step;
   kernels.fused_order = fused_order();
   kernels.persistent_blocks = options_.persistent ? sm_count_ * options_.persistent_blocks_per_sm : 0;
+  kernels.activation = options_.activation;
   step_.emplace(step_view(), kernels, &timeline_);
   StepLaunchSettings settings;
   settings.steps_per_graph = options_.steps_per_graph;
@@ -265,6 +266,7 @@ void CudaReplica::ensure_rows(int rows) {
   x_ = DeviceBuffer<float>(n * L::kInput);
   y_ = DeviceBuffer<std::uint8_t>(n);
   h_ = DeviceBuffer<float>(n * L::kHidden);
+  if (keeps_pre_activation(step_->kernels().activation)) z_ = DeviceBuffer<float>(n * L::kHidden);
   dh_ = DeviceBuffer<float>(n * L::kHidden);
   logits_ = DeviceBuffer<float>(n * L::kClasses);
   dlogits_ = DeviceBuffer<float>(n * L::kClasses);
@@ -276,8 +278,8 @@ std::size_t CudaReplica::device_bytes() const {
   return train_images_.bytes() + train_labels_.bytes() + test_images_.bytes() + test_labels_.bytes() +
          test_rows_.bytes() + order_.bytes() + order_keys_.bytes() + thrust_scratch_.bytes() +
          params_.bytes() + grads_.bytes() + momentum_.bytes() + x_.bytes() + y_.bytes() + h_.bytes() +
-         dh_.bytes() + logits_.bytes() + dlogits_.bytes() + cursor_.bytes() + eval_loss_.bytes() +
-         eval_correct_.bytes() + loss_watch_.bytes();
+         z_.bytes() + dh_.bytes() + logits_.bytes() + dlogits_.bytes() + cursor_.bytes() +
+         eval_loss_.bytes() + eval_correct_.bytes() + loss_watch_.bytes();
 }
 
 std::string CudaReplica::description() const {
@@ -411,6 +413,7 @@ StepView CudaReplica::step_view() {
   b.x = x_.data();
   b.y = y_.data();
   b.h = h_.data();
+  b.z = z_.data();
   b.dh = dh_.data();
   b.logits = logits_.data();
   b.dlogits = dlogits_.data();

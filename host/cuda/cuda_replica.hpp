@@ -93,6 +93,8 @@ struct CudaStepOptions {
   // with cuda_graphs run as the whole-step graphs, fused or queued steps and the persistent kernel above.
   // Otherwise step_alone declines, and the fast paths that need a lone replica stand aside.
   bool alone = false;
+  // The hidden layer's activation (kernels/ref/activation.hpp); the fused paths take ReLU alone.
+  Activation activation = kDefaultActivation;
 };
 
 // The way of launching steps that the options ask for (step_launch.hpp).
@@ -241,7 +243,8 @@ class CudaReplica final : public Replica {
   int rows_ = 0;                  // capacity of the activations, in rows
   DeviceBuffer<float> x_;         // [rows, 784]
   DeviceBuffer<std::uint8_t> y_;  // [rows]
-  DeviceBuffer<float> h_;         // [rows, 256], after the ReLU
+  DeviceBuffer<float> h_;         // [rows, 256], after the activation
+  DeviceBuffer<float> z_;         // [rows, 256], before it, where its derivative reads that; else empty
   DeviceBuffer<float> dh_;        // [rows, 256]
   DeviceBuffer<float> logits_;    // [rows, 10]
   DeviceBuffer<float> dlogits_;   // [rows, 10]

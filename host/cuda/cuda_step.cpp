@@ -1,5 +1,8 @@
 #include "host/cuda/cuda_step.hpp"
 
+#include <fmt/format.h>
+
+#include <stdexcept>
 #include <utility>
 
 #include "host/model/params.hpp"
@@ -18,18 +21,27 @@ using L = ParamLayout;
 }  // namespace
 
 CudaStep::CudaStep(const StepView& buffers, const StepKernels& kernels, DeviceTimeline* timeline)
-    : b_(buffers), k_(kernels), timeline_(timeline) {}
+    : b_(buffers), k_(kernels), timeline_(timeline) {
+  // The fused kernels apply ReLU's derivative from h (kernels/cuda/fused/); another activation would be
+  // trained with the wrong one.
+  if (k_.activation != Activation::relu && (k_.fused_head || k_.fused_step || k_.persistent_blocks > 0))
+    throw std::invalid_argument(
+        fmt::format("--activation {}: the fused kernels (--fused-head, --fused-step, --pdl, --persistent) "
+                    "take relu alone",
+                    activation_name(k_.activation)));
+}
 
 void CudaStep::fc1_forward(int rows) const {
   const auto w = ParamViews<float>::of(b_.params);
-  cuda::linear_forward(b_.x, w.fc1_weight, w.fc1_bias, b_.h, {rows, L::kInput, L::kHidden}, true, k_.gemm);
+  cuda::linear_forward(b_.x, w.fc1_weight, w.fc1_bias, b_.h, {rows, L::kInput, L::kHidden}, k_.activation,
+                       k_.gemm, keeps_pre_activation(k_.activation) ? b_.z : nullptr);
 }
 
 void CudaStep::forward(int rows) const {
   fc1_forward(rows);
   const auto w = ParamViews<float>::of(b_.params);
-  cuda::linear_forward(b_.h, w.fc2_weight, w.fc2_bias, b_.logits, {rows, L::kHidden, L::kClasses}, false,
-                       k_.gemm);
+  cuda::linear_forward(b_.h, w.fc2_weight, w.fc2_bias, b_.logits, {rows, L::kHidden, L::kClasses},
+                       Activation::identity, k_.gemm);
 }
 
 void CudaStep::zero_gradients() {
@@ -62,7 +74,7 @@ void CudaStep::gradients(int first, int count, int global_batch, bool from_curso
     ++counts_.head_steps;
     mark(Mark::backward);
     cuda::linear_backward(b_.dh, b_.x, w.fc1_weight, g.fc1_weight, nullptr, nullptr,
-                          {count, L::kInput, L::kHidden}, false, k_.gemm);
+                          {count, L::kInput, L::kHidden}, Activation::identity, k_.gemm);
   } else {
     forward(count);
     mark(Mark::loss);
@@ -80,9 +92,9 @@ void CudaStep::backward(int count) {
   const auto w = ParamViews<float>::of(b_.params);
   const auto g = ParamViews<float>::of(b_.grads);
   cuda::linear_backward(b_.dlogits, b_.h, w.fc2_weight, g.fc2_weight, g.fc2_bias, b_.dh,
-                        {count, L::kHidden, L::kClasses}, true, k_.gemm);
+                        {count, L::kHidden, L::kClasses}, k_.activation, k_.gemm, b_.z);
   cuda::linear_backward(b_.dh, b_.x, w.fc1_weight, g.fc1_weight, g.fc1_bias, nullptr,
-                        {count, L::kInput, L::kHidden}, false, k_.gemm);
+                        {count, L::kInput, L::kHidden}, Activation::identity, k_.gemm);
 }
 
 void CudaStep::forward_logits(int first, int count) {

@@ -29,6 +29,9 @@ struct StepKernels {
   cuda::LaunchOrder fused_order = cuda::LaunchOrder::serial;
   // The persistent kernel's grid (cuda::persistent_steps); 0 where it is not used.
   int persistent_blocks = 0;
+  // The hidden layer's activation (kernels/ref/activation.hpp). The fused kernels are written for ReLU;
+  // CudaReplica refuses another with them.
+  Activation activation = kDefaultActivation;
 };
 
 // The steps, or launches, that took each fused path: counted when launched or captured (a replay runs what
@@ -53,7 +56,8 @@ class CudaStep {
   cudaStream_t stream() const { return k_.gemm.stream; }
   const FusedStepCounts& counts() const { return counts_; }
 
-  // The forward pass of `rows` rows already gathered into x: h (ReLU applied), then the logits.
+  // The forward pass of `rows` rows already gathered into x: h (and z where the activation keeps it), then
+  // the logits.
   void forward(int rows) const;
   // The gradients of rows order[first, first + count), count > 0, scaled by 1 / global_batch, into the
   // gradient buffer with the loss sum in its last slot. from_cursor: the rows' position is read from

@@ -22,7 +22,8 @@ struct StepView {
   float* momentum = nullptr;             // [ParamLayout::kCount], or nullptr without momentum
   float* x = nullptr;                    // [rows, 784]
   std::uint8_t* y = nullptr;             // [rows]
-  float* h = nullptr;                    // [rows, 256]
+  float* h = nullptr;                    // [rows, 256], after the activation
+  float* z = nullptr;                    // [rows, 256], before it; where the activation's derivative reads z
   float* dh = nullptr;                   // [rows, 256]
   float* logits = nullptr;               // [rows, 10]
   float* dlogits = nullptr;              // [rows, 10]

@@ -23,6 +23,7 @@
 #include "host/training/data_parallel.hpp"
 #include "host/training/replica.hpp"
 #include "host/training/replica_workers.hpp"
+#include "kernels/ref/activation.hpp"
 #include "kernels/ref/sgd.hpp"
 
 namespace mnistdp {
@@ -38,6 +39,9 @@ struct TrainConfig {
   int check_replicas = 0;  // every this many steps, verify that all replicas hold bit-identical parameters
   long trace_steps = 0;    // record the timeline of this many steps from the start (host/training/trace.hpp)
   long start_step = 0;     // steps already done in all (a resumed run); the run continues from the next one
+  // The hidden layer's activation (kernels/ref/activation.hpp): the replicas are made with it, a checkpoint
+  // records it, and a resumed run keeps the saved one.
+  Activation activation = kDefaultActivation;
 };
 
 // A loss that is no longer a finite number: the run cannot recover.

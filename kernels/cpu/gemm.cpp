@@ -3,6 +3,9 @@
 // served by its widest vectors.
 #include "kernels/cpu/gemm.hpp"
 
+#include <stdexcept>
+#include <string>
+
 #include "kernels/cpu/isa_dispatch.hpp"
 
 namespace mnistdp::cpu {
@@ -29,6 +32,9 @@ const char* isa_name(Isa isa) {
 }
 
 void gemm(Isa isa, const Gemm& g) {
+  if (g.epilogue.activation != Activation::identity && g.epilogue.activation != Activation::relu)
+    throw std::invalid_argument(std::string("cpu::gemm: no vector form of ") +
+                                activation_name(g.epilogue.activation) + " in the epilogue");
   version<void(const Gemm&)>(
       isa, "cpu::gemm",
       {MNISTDP_X86_VERSION(gemm_avx512), MNISTDP_X86_VERSION(gemm_avx2), &gemm_portable})(g);

@@ -10,6 +10,8 @@
 // not depend on the tile sizes or on how the rows are split among calls.
 #include <cstddef>
 
+#include "kernels/ref/activation.hpp"
+
 namespace mnistdp::cpu {
 
 // The instruction sets the product is written for, from the widest.
@@ -27,7 +29,9 @@ const char* isa_name(Isa isa);
 // What is done to each element of C after its sum, in this order.
 struct Epilogue {
   const float* row_bias = nullptr;  // [m]: C[i, j] += row_bias[i]
-  bool relu = false;                // C = C < 0 ? 0 : C (a NaN passes through)
+  // identity or relu: C = C < 0 ? 0 : C (a NaN passes through), as a vector operation. The activations
+  // without a vector form here are applied by the caller, in a pass of its own (cpu::linear_forward).
+  Activation activation = Activation::identity;
   // [m, n] with row stride mask_stride: C[i, j] = mask[i, j] <= 0 ? 0 : C[i, j], ReLU's gradient where
   // mask is the ReLU's output.
   const float* mask = nullptr;
@@ -55,7 +59,8 @@ struct Gemm {
   Epilogue epilogue;
 };
 
-// C = A B, then the epilogue, with the given instruction set (which this CPU must support). m, n or k may be
+// C = A B, then the epilogue, with the given instruction set (which this CPU must support); an epilogue's
+// activation other than identity and relu is refused (std::invalid_argument). m, n or k may be
 // 0: with k = 0, C is the epilogue applied to zeros. Built without contraction (kernels/CMakeLists.txt): the
 // epilogue's sums and products are rounded one by one.
 void gemm(Isa isa, const Gemm& g);

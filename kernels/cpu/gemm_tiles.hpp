@@ -139,7 +139,7 @@ inline void tile(const Gemm& g, const Pass& pass, const ATile& a, int row0, int 
   if (pass.last) {
     if (e.row_bias != nullptr)  // the product, then + b, as ref:: rounds it
       for_each([&](int r, int v) { acc[r][v] = V::add(acc[r][v], V::set1(e.row_bias[row0 + r])); });
-    if (e.relu) for_each([&](int r, int v) { acc[r][v] = V::relu(acc[r][v]); });
+    if (e.activation == Activation::relu) for_each([&](int r, int v) { acc[r][v] = V::relu(acc[r][v]); });
     if (e.mask != nullptr)
       for_each([&](int r, int v) {
         acc[r][v] = V::zero_where_not_positive(load(at(e.mask, e.mask_stride, r, v), v), acc[r][v]);

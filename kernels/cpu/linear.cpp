@@ -3,6 +3,8 @@
 #include "kernels/cpu/linear.hpp"
 
 #include <cstddef>
+#include <stdexcept>
+#include <string>
 
 #include "kernels/cpu/isa_dispatch.hpp"
 #include "kernels/cpu/transpose_blocks.hpp"
@@ -76,28 +78,58 @@ void transpose(Isa isa, const float* src, float* dst, int rows, int cols, Part p
 }
 
 namespace {
-// yT = w xT + b (clamped at 0 when relu) for the output rows `rows` and the batch's columns `columns`.
-void forward_block(Isa isa, const float* w, const float* b, const float* xT, float* yT, LinearShape s,
-                   bool relu, Range rows, Range columns) {
+// Whether cpu::gemm's epilogue applies the activation (and ReLU's derivative) itself, as vectors.
+bool in_epilogue(Activation act) {
+  return act == Activation::identity || act == Activation::relu;
+}
+
+// m[r, c] = f(m[r, c], other[r, c]) over rows `rows` and columns `columns` of two [rows, stride] matrices:
+// the pass of an activation without a vector form, through the scalar function ref:: calls.
+template <class F>
+void elementwise(float* m, const float* other, std::ptrdiff_t stride, Range rows, Range columns, F f) {
+  for (int r = rows.begin; r < rows.end; ++r)
+    for (int c = columns.begin; c < columns.end; ++c) {
+      const std::ptrdiff_t at = r * stride + c;
+      m[at] = f(m[at], other[at]);
+    }
+}
+
+// yT = act(w xT + b) (and zT = w xT + b where given) for the output rows `rows` and the batch's columns
+// `columns`.
+void forward_block(Isa isa, const float* w, const float* b, const float* xT, float* yT, float* zT,
+                   LinearShape s, Activation act, Range rows, Range columns) {
+  if (zT != nullptr && !keeps_pre_activation(act))
+    throw std::invalid_argument(std::string("cpu::linear_forward: ") + activation_name(act) +
+                                " keeps no pre-activation");
   Gemm g;
   g.m = rows.end - rows.begin, g.n = columns.end - columns.begin, g.k = s.in;
   g.a = w + static_cast<std::ptrdiff_t>(rows.begin) * s.in, g.a_row_stride = s.in, g.a_col_stride = 1;
   g.b = xT + columns.begin, g.ldb = s.batch;
-  g.c = yT + static_cast<std::ptrdiff_t>(rows.begin) * s.batch + columns.begin, g.ldc = s.batch;
   g.epilogue.row_bias = b + rows.begin;
-  g.epilogue.relu = relu;
+  // The product and bias into zT where it is kept, then the activation from it into yT.
+  float* out = in_epilogue(act) || zT == nullptr ? yT : zT;
+  g.c = out + static_cast<std::ptrdiff_t>(rows.begin) * s.batch + columns.begin, g.ldc = s.batch;
+  g.epilogue.activation = in_epilogue(act) ? act : Activation::identity;
   gemm(isa, g);
+  if (in_epilogue(act)) return;
+  with_activation(act, [&](auto id) {
+    using A = ActivationFn<decltype(id)::value>;
+    if (out != yT)
+      elementwise(yT, out, s.batch, rows, columns, [](float, float z) { return A::forward(z); });
+    else
+      elementwise(yT, yT, s.batch, rows, columns, [](float z, float) { return A::forward(z); });
+  });
 }
 }  // namespace
 
 void linear_forward(Isa isa, const float* w, const float* b, const float* xT, float* yT, LinearShape s,
-                    bool relu, Part part) {
-  forward_block(isa, w, b, xT, yT, s, relu, share(s.out, part, kRowAlign), {0, s.batch});
+                    Activation act, float* zT, Part part) {
+  forward_block(isa, w, b, xT, yT, zT, s, act, share(s.out, part, kRowAlign), {0, s.batch});
 }
 
 void linear_forward_by_columns(Isa isa, const float* w, const float* b, const float* xT, float* yT,
-                               LinearShape s, bool relu, Part part) {
-  forward_block(isa, w, b, xT, yT, s, relu, {0, s.out}, share(s.batch, part, kBatchAlign));
+                               LinearShape s, Activation act, float* zT, Part part) {
+  forward_block(isa, w, b, xT, yT, zT, s, act, {0, s.out}, share(s.batch, part, kBatchAlign));
 }
 
 void weight_gradient(Isa isa, const float* dyT, const float* x, const float* ones, float* dw, float* db,
@@ -136,19 +168,26 @@ void weight_gradient_from_transposed(Isa isa, const float* xT, const float* dy, 
   if (part.index == 0) row_sums(isa, dy, 1, s.out, ones, db, s.out, s.batch);
 }
 
-void input_gradient(Isa isa, const float* w, const float* dyT, const float* xT, float* dxT, LinearShape s,
-                    bool relu_mask, Part part) {
+void input_gradient(Isa isa, const float* w, const float* dyT, const float* xT, const float* zT, float* dxT,
+                    LinearShape s, Activation act, Part part) {
   const Range rows = share(s.in, part, kRowAlign);
   Gemm g;
   g.m = rows.end - rows.begin, g.n = s.batch, g.k = s.out;
   g.a = w + rows.begin, g.a_row_stride = 1, g.a_col_stride = s.in;  // w^T, read down w's columns
   g.b = dyT, g.ldb = s.batch;
   g.c = dxT + static_cast<std::ptrdiff_t>(rows.begin) * s.batch, g.ldc = s.batch;
-  if (relu_mask) {
+  if (act == Activation::relu) {  // relu's derivative from its output, as vectors in the epilogue
     g.epilogue.mask = xT + static_cast<std::ptrdiff_t>(rows.begin) * s.batch;
     g.epilogue.mask_stride = s.batch;
   }
   gemm(isa, g);
+  if (in_epilogue(act)) return;
+  with_activation(act, [&](auto id) {
+    using A = ActivationFn<decltype(id)::value>;
+    const float* saved = A::kReadsInput ? zT : xT;
+    elementwise(dxT, saved, s.batch, rows, {0, s.batch},
+                [](float dx, float v) { return A::backward(dx, v); });
+  });
 }
 
 }  // namespace mnistdp::cpu

@@ -31,13 +31,17 @@ void transpose(Isa isa,
                float* dst,        // [cols, rows]
                int rows, int cols, Part part = {});
 
-// yT = w xT + b, clamped at 0 when relu: ref::linear_forward, feature-major.
+// yT = act(w xT + b), and zT = w xT + b where zT is not nullptr: ref::linear_forward, feature-major. ReLU is
+// applied in the product's epilogue, as vectors; an activation without a vector form (GELU) in a pass over
+// the part's rows once its product is done, through the same scalar function as ref::'s.
 void linear_forward(Isa isa,
                     const float* w,   // [out, in]
                     const float* b,   // [out]
                     const float* xT,  // [in, batch]
                     float* yT,        // [out, batch]
-                    LinearShape s, bool relu, Part part = {});
+                    LinearShape s, Activation act,
+                    float* zT = nullptr,  // [out, batch] or nullptr
+                    Part part = {});
 
 // One step of torch.optim.SGD without momentum, applied to a weight as its gradient is made (cpu::Epilogue's
 // sgd_params): the same bits as ref::sgd_step on the stored gradient, without the pass over it.
@@ -58,7 +62,9 @@ void linear_forward_by_columns(Isa isa,
                                const float* b,   // [out]
                                const float* xT,  // [in, batch]
                                float* yT,        // [out, batch]
-                               LinearShape s, bool relu, Part part = {});
+                               LinearShape s, Activation act,
+                               float* zT = nullptr,  // [out, batch] or nullptr
+                               Part part = {});
 
 // dw = dy^T x from dy feature-major and x by rows; db = the sums of dy's rows of dyT, each summed in row
 // order as ref:: sums it. With an update, dw is applied to update->w instead of stored, and the dw buffer
@@ -86,12 +92,15 @@ void weight_gradient_from_transposed(Isa isa,
                                      float* db,          // [out]
                                      LinearShape s, Part part = {});
 
-// dxT = w^T dyT; with relu_mask, zeroed where xT <= 0 (xT is then the ReLU's output, as in ref::).
+// dxT = w^T dyT times the derivative of the activation xT = act(zT) came out of, as ref::linear_backward:
+// ReLU's zeroes where xT <= 0 in the product's epilogue; an activation that reads its input (GELU) in a pass
+// over the part's rows, reading zT.
 void input_gradient(Isa isa,
                     const float* w,    // [out, in]
                     const float* dyT,  // [out, batch]
-                    const float* xT,   // [in, batch], read only with relu_mask
+                    const float* xT,   // [in, batch], read where act reads its output
+                    const float* zT,   // [in, batch], read where act reads its input, else may be nullptr
                     float* dxT,        // [in, batch]
-                    LinearShape s, bool relu_mask, Part part = {});
+                    LinearShape s, Activation act, Part part = {});
 
 }  // namespace mnistdp::cpu

@@ -1,6 +1,6 @@
 // The CPU training path: the three matrix products of a linear layer go to OpenBLAS's sgemm, and whatever is
-// left (bias, ReLU, ReLU mask, bias gradient) is done in one pass over the product, while it is still in
-// cache.
+// left (bias, activation, its derivative, bias gradient) is done in one pass over the product, while it is
+// still in cache.
 #include <cblas.h>
 
 #include <algorithm>
@@ -20,7 +20,8 @@ void linear_forward(const float* x,  // [batch, in]
                     const float* w,  // [out, in]
                     const float* b,  // [out]
                     float* y,        // [batch, out]
-                    LinearShape s, bool relu) {
+                    LinearShape s, Activation act,
+                    float* z) {            // [batch, out] or nullptr
   if (s.batch == 0 || s.out == 0) return;  // nothing to write; sgemm would reject ldc = 0
   // y = x w^T: CblasTrans reads the [out, in] weight as w^T where it lies, no copy.
   // beta = 0 and then bias in a separate pass measured as fast as pre-filling y with the bias and beta = 1
@@ -31,18 +32,18 @@ void linear_forward(const float* x,  // [batch, in]
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s.batch, s.out, s.in, 1.0f, x, s.in, w, s.in, 0.0f,
                 y, s.out);
   }
-  for (int i = 0; i < s.batch; ++i) {
-    float* row = y + elems(i, s.out);
-    if (relu) {
+  with_activation(act, [&](auto id) {
+    using A = ActivationFn<decltype(id)::value>;
+    for (int i = 0; i < s.batch; ++i) {
+      float* row = y + elems(i, s.out);
+      float* z_row = z != nullptr ? z + elems(i, s.out) : nullptr;
       for (int o = 0; o < s.out; ++o) {
         const float v = row[o] + b[o];
-        row[o] = v < 0.0f ? 0.0f : v;  // the same test as ref:: (a NaN passes through)
+        if (z_row != nullptr) z_row[o] = v;
+        row[o] = A::forward(v);  // the same function as ref::'s
       }
-    } else {
-      for (int o = 0; o < s.out; ++o)
-        row[o] += b[o];
     }
-  }
+  });
 }
 
 void linear_backward(const float* dy,  // [batch, out]
@@ -51,7 +52,8 @@ void linear_backward(const float* dy,  // [batch, out]
                      float* dw,        // [out, in]
                      float* db,        // [out]
                      float* dx,        // [batch, in] or nullptr
-                     LinearShape s, bool relu_mask) {
+                     LinearShape s, Activation act,
+                     const float* z) {  // [batch, in], read where act reads its input
   if (s.batch == 0) {
     // A replica with no rows still sends gradients: zeros. Said explicitly rather than trusting every BLAS to
     // treat k = 0 with beta = 0 as "overwrite with zeros".
@@ -83,11 +85,15 @@ void linear_backward(const float* dy,  // [batch, out]
   // dx = dy w: [batch, out] x [out, in].
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s.batch, s.in, s.out, 1.0f, dy, s.out, w, s.in, 0.0f,
               dx, s.in);
-  if (relu_mask) {
-    const std::size_t n = elems(s.batch, s.in);
-    for (std::size_t j = 0; j < n; ++j)
-      dx[j] = x[j] <= 0.0f ? 0.0f : dx[j];
-  }
+  with_activation(act, [&](auto id) {
+    if constexpr (decltype(id)::value != Activation::identity) {
+      using A = ActivationFn<decltype(id)::value>;
+      const float* saved = A::kReadsInput ? z : x;
+      const std::size_t n = elems(s.batch, s.in);
+      for (std::size_t j = 0; j < n; ++j)
+        dx[j] = A::backward(dx[j], saved[j]);
+    }
+  });
 }
 
 void set_threads(int threads) {

@@ -17,17 +17,21 @@ void linear_forward(const float* x,  // [batch, in]
                     const float* w,  // [out, in]
                     const float* b,  // [out]
                     float* y,        // [batch, out]
-                    LinearShape s, bool relu) {
-  for (int i = 0; i < s.batch; ++i) {
-    for (int o = 0; o < s.out; ++o) {
-      float acc = 0.0f;
-      for (int k = 0; k < s.in; ++k)
-        acc += x[at(i, k, s.in)] * w[at(o, k, s.in)];
-      float v = acc + b[o];
-      if (relu && v < 0.0f) v = 0.0f;  // < rather than max(): a NaN passes through, as in torch.relu
-      y[at(i, o, s.out)] = v;
+                    LinearShape s, Activation act,
+                    float* z) {  // [batch, out] or nullptr
+  with_activation(act, [&](auto id) {
+    using A = ActivationFn<decltype(id)::value>;
+    for (int i = 0; i < s.batch; ++i) {
+      for (int o = 0; o < s.out; ++o) {
+        float acc = 0.0f;
+        for (int k = 0; k < s.in; ++k)
+          acc += x[at(i, k, s.in)] * w[at(o, k, s.in)];
+        const float v = acc + b[o];
+        if (z != nullptr) z[at(i, o, s.out)] = v;
+        y[at(i, o, s.out)] = A::forward(v);
+      }
     }
-  }
+  });
 }
 
 void linear_backward(const float* dy,  // [batch, out]
@@ -36,7 +40,9 @@ void linear_backward(const float* dy,  // [batch, out]
                      float* dw,        // [out, in]
                      float* db,        // [out]
                      float* dx,        // [batch, in] or nullptr
-                     LinearShape s, bool relu_mask) {
+                     LinearShape s, Activation act,
+                     const float* z) {  // [batch, in], read where act reads its input
+
   // dw = dy^T x: with batch 0 the empty sums leave zeros, which is what a replica with no rows must send.
   for (int o = 0; o < s.out; ++o) {
     for (int k = 0; k < s.in; ++k) {
@@ -53,17 +59,19 @@ void linear_backward(const float* dy,  // [batch, out]
     db[o] = acc;
   }
   if (dx == nullptr) return;
-  // dx = dy w; with relu_mask, x is the ReLU's output, and x > 0 exactly where the ReLU passed its input
-  // (PyTorch's threshold_backward zeroes the gradient where the output is <= 0, the same test).
-  for (int i = 0; i < s.batch; ++i) {
-    for (int k = 0; k < s.in; ++k) {
-      float acc = 0.0f;
-      for (int o = 0; o < s.out; ++o)
-        acc += dy[at(i, o, s.out)] * w[at(o, k, s.in)];
-      if (relu_mask && x[at(i, k, s.in)] <= 0.0f) acc = 0.0f;
-      dx[at(i, k, s.in)] = acc;
+  // dx = dy w, times the derivative of the activation x came out of, read from x itself or from z.
+  with_activation(act, [&](auto id) {
+    using A = ActivationFn<decltype(id)::value>;
+    const float* saved = A::kReadsInput ? z : x;
+    for (int i = 0; i < s.batch; ++i) {
+      for (int k = 0; k < s.in; ++k) {
+        float acc = 0.0f;
+        for (int o = 0; o < s.out; ++o)
+          acc += dy[at(i, o, s.out)] * w[at(o, k, s.in)];
+        dx[at(i, k, s.in)] = A::backward(acc, saved[at(i, k, s.in)]);
+      }
     }
-  }
+  });
 }
 
 }  // namespace mnistdp::ref

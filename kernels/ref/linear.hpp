@@ -10,6 +10,8 @@
 // Every output is overwritten, never accumulated into, and batch 0 is valid (a replica with no rows still
 // produces gradients: zeros).
 
+#include "kernels/ref/activation.hpp"
+
 namespace mnistdp {
 
 struct LinearShape {
@@ -20,23 +22,28 @@ struct LinearShape {
 
 namespace ref {
 
-// x: [batch, in]  w: [out, in]  b: [out]  ->  y: [batch, out]; relu clamps y at 0 (fused epilogue)
-void linear_forward(const float* x, const float* w, const float* b, float* y, LinearShape s, bool relu);
+// x: [batch, in]  w: [out, in]  b: [out]  ->  y: [batch, out] = act(x w^T + b) (a fused epilogue);
+// z: [batch, out], the pre-activation x w^T + b, written where not nullptr (for a derivative that reads it)
+void linear_forward(const float* x, const float* w, const float* b, float* y, LinearShape s, Activation act,
+                    float* z = nullptr);
 
 // dy: [batch, out]  x: [batch, in]  w: [out, in]
 //   -> dw: [out, in] = dy^T x      db: [out] = column sums of dy
-//   -> dx: [batch, in] = dy w, times (x > 0) when relu_mask (x is then the output of a ReLU); nullptr skips
-//   dx
+//   -> dx: [batch, in] = dy w, times act'(.) where x = act(z) is the output of an activation (identity:
+//      none); the derivative read from x (ReLU: 0 where x <= 0) or, where the activation's row says it reads
+//      its input, from z: [batch, in] (GELU). nullptr skips dx.
 void linear_backward(const float* dy, const float* x, const float* w, float* dw, float* db, float* dx,
-                     LinearShape s, bool relu_mask);
+                     LinearShape s, Activation act, const float* z = nullptr);
 
 }  // namespace ref
 
 namespace blas {
 
-void linear_forward(const float* x, const float* w, const float* b, float* y, LinearShape s, bool relu);
+// The activation as ref:: applies it, after OpenBLAS's product.
+void linear_forward(const float* x, const float* w, const float* b, float* y, LinearShape s, Activation act,
+                    float* z = nullptr);
 void linear_backward(const float* dy, const float* x, const float* w, float* dw, float* db, float* dx,
-                     LinearShape s, bool relu_mask);
+                     LinearShape s, Activation act, const float* z = nullptr);
 
 // OpenBLAS's own thread pool; the trainer sets it from --threads.
 void set_threads(int threads);

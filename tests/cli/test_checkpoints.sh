@@ -64,4 +64,28 @@ train --epochs 1 --momentum 0.9 --cuda-graphs --fused-head --fused-step --pdl --
 check "the CUDA-only options on the CPU train as without" cmp -s "$work/whole.st" "$work/cuda_options.st"
 check "the CUDA-only options on the CPU are noted" grep -q -- "GPU-only options are ignored: --gemm cublas, --tf32, --cuda-graphs, --fused-head, --fused-step, --pdl, --persistent, --steps-per-graph 64" "$work/cuda_options.log"
 
+# 7. The activation is part of the run: recorded in the checkpoint, kept on resume, a different one refused
+# naming both, and a checkpoint from before it was recorded read as relu. Short runs: 40 steps.
+train --max-steps 40 --activation gelu --save "$work/gelu-straight.st" >/dev/null 2>&1
+train --max-steps 20 --activation gelu --save "$work/gelu.st" >/dev/null 2>&1
+check "a GELU checkpoint records its activation" grep -a -q '"mnist_dp.activation":"gelu"' "$work/gelu.st"
+train --max-steps 40 --resume "$work/gelu.st" --save "$work/gelu-resumed.st" >"$work/gelu-resumed.log" 2>&1
+check "resumed without --activation, a GELU run goes on with GELU, to the bit" \
+  cmp -s "$work/gelu-straight.st" "$work/gelu-resumed.st"
+check "the resumed run says its activation" grep -q "activation gelu" "$work/gelu-resumed.log"
+train --max-steps 40 --activation relu --resume "$work/gelu.st" >/dev/null 2>"$work/gelu-relu.err"
+check "resuming a GELU run with --activation relu is refused, naming both" \
+  grep -q "saved with --activation gelu, but the command line gives --activation relu" "$work/gelu-relu.err"
+train --max-steps 20 --save "$work/relu.st" >/dev/null 2>&1
+# The same file as one written before the activation was recorded: the key blanked out of the JSON header
+# (spaces of the same length keep every offset).
+perl -pe 's/"mnist_dp\.activation":"relu",/" " x length($&)/e' "$work/relu.st" >"$work/old.st"
+check "the blanked checkpoint has no activation key" sh -c "! grep -a -q mnist_dp.activation '$work/old.st'"
+train --max-steps 40 --activation gelu --resume "$work/old.st" >/dev/null 2>"$work/old-gelu.err"
+check "a checkpoint without the key reads as relu: --activation gelu is refused" \
+  grep -q "saved with --activation relu, but the command line gives --activation gelu" "$work/old-gelu.err"
+check "a checkpoint without the key resumes as relu" train --max-steps 21 --resume "$work/old.st"
+"$bin" train --data "$data" --activation gelu --fused-head >/dev/null 2>"$work/fused-gelu.err"
+check "--activation gelu with a fused path is refused up front" grep -q -- "--activation gelu" "$work/fused-gelu.err"
+
 finish_checks

@@ -1,8 +1,8 @@
 // The emulated libraries take the latitude the real ones document, so that a test holding a GPU to bits it
 // does not promise fails here too (docs/emulation.md, "cuBLAS and NCCL" and "The device's math functions"):
-// expf and logf answer within CUDA's error bounds rather than with glibc's correctly rounded results, and
-// cuBLAS sums in an order of its own. Each stays a function of its inputs, as on a GPU: the same arguments
-// give the same bits on every call.
+// expf, logf and erff answer within CUDA's error bounds rather than with glibc's correctly rounded results,
+// and cuBLAS sums in an order of its own. Each stays a function of its inputs, as on a GPU: the same
+// arguments give the same bits on every call.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -53,7 +53,49 @@ ExpLog exp_and_log_on_device(const std::vector<float>& x) {
   return {to_host(d_exps), to_host(d_logs)};
 }
 
+std::vector<float> erf_on_device(const std::vector<float>& x) {
+  const auto d_x = to_device(x);
+  DeviceBuffer<float> d_erfs(x.size());
+  poison(d_erfs);
+  Stream stream;
+  emu_test::erf_of(d_x.data(), d_erfs.data(), static_cast<int>(x.size()), stream.get());
+  stream.synchronize();
+  return to_host(d_erfs);
+}
+
 }  // namespace
+
+TEST_CASE("erff on an emulated device keeps within CUDA's error bound, not to glibc's bits", "[emu]") {
+  // GELU's range and beyond: erf is 1 to the float beyond about |x| = 3.9.
+  Rng rng(20261207);
+  const std::size_t n = 4096;
+  const std::vector<float> x = random_floats(n, rng, -5.0f, 5.0f);
+  const std::vector<float> got = erf_on_device(x);
+  std::size_t moved = 0;
+  std::int64_t worst = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto erf_rn = static_cast<float>(std::erf(static_cast<double>(x[i])));
+    worst = std::max(worst, ulps_between(got[i], erf_rn));
+    moved += got[i] != erf_rn ? 1 : 0;
+    CHECK(std::fabs(got[i]) <= 1.0f);  // erf's range, kept by a GPU's erff as well
+  }
+  // The CUDA C++ Programming Guide's bound for erff: 2 ulps.
+  CHECK(worst == 2);
+  CAPTURE(moved);
+  CHECK(moved > n / 2);
+  // A function of its argument.
+  std::vector<float> reversed(x.rbegin(), x.rend());
+  std::vector<float> again = erf_on_device(reversed);
+  std::reverse(again.begin(), again.end());
+  CHECK(bitwise_equal(again, got));
+
+  const float inf = std::numeric_limits<float>::infinity();
+  const auto special = erf_on_device({0.0f, inf, -inf, std::numeric_limits<float>::quiet_NaN()});
+  CHECK(special[0] == 0.0f);
+  CHECK(special[1] == 1.0f);
+  CHECK(special[2] == -1.0f);
+  CHECK(std::isnan(special[3]));
+}
 
 TEST_CASE("expf and logf on an emulated device keep within CUDA's error bounds, not to glibc's bits",
           "[emu]") {

@@ -72,11 +72,11 @@ HeadOutputs reference(const HeadInputs& in) {
   want.db.resize(static_cast<std::size_t>(in.classes));
   want.dh.resize(static_cast<std::size_t>(in.batch * in.hidden));
   want.dh_sums.assign(static_cast<std::size_t>(in.hidden), 0.0f);
-  ref::linear_forward(in.h.data(), in.w.data(), in.b.data(), want.logits.data(), fc2, false);
+  ref::linear_forward(in.h.data(), in.w.data(), in.b.data(), want.logits.data(), fc2, Activation::identity);
   want.loss = {ref::softmax_xent(want.logits.data(), in.labels.data(), want.dlogits.data(), in.batch,
                                  in.classes, in.grad_scale)};
   ref::linear_backward(want.dlogits.data(), in.h.data(), in.w.data(), want.dw.data(), want.db.data(),
-                       want.dh.data(), fc2, true);
+                       want.dh.data(), fc2, Activation::relu);
   for (int r = 0; r < in.batch; ++r) {
     for (int k = 0; k < in.hidden; ++k)
       want.dh_sums[static_cast<std::size_t>(k)] += want.dh[static_cast<std::size_t>(r * in.hidden + k)];
@@ -131,11 +131,12 @@ TEST_CASE("the classifier head equals the plain launches to the bit and the refe
     const cuda::GemmContext ctx{impl, stream.get(), nullptr};
     const LinearShape fc2{batch, hidden, classes};
     DeviceOutputs plain(in);
-    cuda::linear_forward(d_h.data(), d_w.data(), d_b.data(), plain.logits.data(), fc2, false, ctx);
+    cuda::linear_forward(d_h.data(), d_w.data(), d_b.data(), plain.logits.data(), fc2, Activation::identity,
+                         ctx);
     cuda::softmax_xent(plain.logits.data(), d_labels.data(), plain.dlogits.data(), plain.loss.data(), batch,
                        classes, in.grad_scale, stream.get());
     cuda::linear_backward(plain.dlogits.data(), d_h.data(), d_w.data(), plain.dw.data(), plain.db.data(),
-                          plain.dh.data(), fc2, true, ctx);
+                          plain.dh.data(), fc2, Activation::relu, ctx);
     cuda::column_sums(plain.dh.data(), plain.dh_sums.data(), batch, hidden, stream.get());
     const HeadOutputs want = plain.to_host_all();
     CHECK(bitwise_equal(got.logits, want.logits));

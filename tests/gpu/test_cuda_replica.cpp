@@ -79,14 +79,19 @@ struct CpuModel {
   std::vector<float> grads = std::vector<float>(L::kGradCount, 0.0f);
   std::vector<float> momentum = std::vector<float>(L::kCount, 0.0f);
   bool has_momentum = false;
+  Activation activation = Activation::relu;
+  std::vector<float> z =
+      std::vector<float>();  // fc1's pre-activation, kept for an activation whose derivative reads it
 
-  void forward(const float* x, int rows, std::vector<float>& h, std::vector<float>& logits) const {
+  void forward(const float* x, int rows, std::vector<float>& h, std::vector<float>& logits) {
     const auto w = ParamViews<const float>::of(params.data());
     h.resize(static_cast<std::size_t>(rows) * L::kHidden);
     logits.resize(static_cast<std::size_t>(rows) * L::kClasses);
-    ref::linear_forward(x, w.fc1_weight, w.fc1_bias, h.data(), {rows, L::kInput, L::kHidden}, true);
+    z.resize(h.size());
+    ref::linear_forward(x, w.fc1_weight, w.fc1_bias, h.data(), {rows, L::kInput, L::kHidden}, activation,
+                        z.data());
     ref::linear_forward(h.data(), w.fc2_weight, w.fc2_bias, logits.data(), {rows, L::kHidden, L::kClasses},
-                        false);
+                        Activation::identity);
   }
 
   void compute_gradients(const Dataset& train, const std::int32_t* rows_idx, int count, int global_batch) {
@@ -101,9 +106,9 @@ struct CpuModel {
     const auto w = ParamViews<const float>::of(params.data());
     const auto g = ParamViews<float>::of(grads.data());
     ref::linear_backward(dlogits.data(), h.data(), w.fc2_weight, g.fc2_weight, g.fc2_bias, dh.data(),
-                         {count, L::kHidden, L::kClasses}, true);
+                         {count, L::kHidden, L::kClasses}, activation, z.data());
     ref::linear_backward(dh.data(), x.data(), w.fc1_weight, g.fc1_weight, g.fc1_bias, nullptr,
-                         {count, L::kInput, L::kHidden}, false);
+                         {count, L::kInput, L::kHidden}, Activation::identity);
   }
 
   // The smallest |fc1 pre-activation| over the rows: how far the batch is from a ReLU mask that float
@@ -117,7 +122,7 @@ struct CpuModel {
                           L::kInput);
     const auto w = ParamViews<const float>::of(params.data());
     ref::linear_forward(x.data(), w.fc1_weight, w.fc1_bias, pre.data(), {count, L::kInput, L::kHidden},
-                        false);
+                        Activation::identity);
     float smallest = std::numeric_limits<float>::infinity();
     for (float v : pre)
       smallest = std::min(smallest, std::fabs(v));
@@ -133,7 +138,7 @@ struct CpuModel {
 
   // Loss sum, correct count, and how many rows have their two largest logits closer than `margin` (rows whose
   // argmax float rounding may legitimately flip).
-  void evaluate(const Dataset& test, double& loss, long& correct, long& near_ties, float margin) const {
+  void evaluate(const Dataset& test, double& loss, long& correct, long& near_ties, float margin) {
     std::vector<std::int32_t> all(static_cast<std::size_t>(test.count));
     std::iota(all.begin(), all.end(), 0);
     std::vector<float> x(static_cast<std::size_t>(test.count) * L::kInput), h, logits;
@@ -212,6 +217,48 @@ TEST_CASE("one CUDA training step matches the CPU reference step", "[gpu][replic
   std::vector<float> momentum(L::kCount);
   gpu.store_momentum(momentum);
   CHECK(max_rel_error(momentum, cpu.momentum) <= 1e-5);
+}
+
+TEST_CASE("one CUDA training step with GELU matches the CPU reference step", "[gpu][replica]") {
+  // GELU is smooth: no unit can flip between the CPU and the GPU, so any batch will do. The device's erff
+  // and expf answer within their documented ulps of the C library's (on emulated devices too).
+  const GemmImpl impl = GENERATE(GemmImpl::slab, GemmImpl::cublas);
+  CAPTURE(gemm_impl_name(impl));
+  const DataSplits data = make_data(200, 50, 13);
+  Rng rng(14);
+  const auto order = shuffled(data.train.count, rng);
+  CpuModel cpu{init_params(19)};
+  cpu.activation = Activation::gelu;
+  CudaStepOptions options;
+  options.gemm = impl;
+  options.activation = Activation::gelu;
+  CudaReplica gpu(data, 0, options);
+  gpu.load_parameters(cpu.params);
+  gpu.set_epoch_order(order);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  CUDA_CHECK(cudaMemset(gpu.gradient_buffer(), 0xFF, L::kGradCount * sizeof(float)));  // NaN until written
+  CUDA_CHECK(cudaDeviceSynchronize());
+
+  cpu.compute_gradients(data.train, order.data() + 3, 61, 64);
+  gpu.compute_gradients(3, 61, 64);
+  check_gradients(device_grads(gpu), cpu.grads, 1e-5);
+
+  // Evaluation's forward pass keeps no z: the same logits all the same.
+  double loss = 0.0;
+  long correct = 0, near_ties = 0;
+  cpu.evaluate(data.test, loss, correct, near_ties, 1e-4f);
+  const EvalResult got = gpu.evaluate();
+  CHECK(rel_error(got.loss_sum, loss) <= 1e-5);
+  CHECK(std::labs(got.correct - correct) <= near_ties);
+}
+
+TEST_CASE("the fused paths refuse an activation other than ReLU", "[gpu][replica]") {
+  const DataSplits data = make_data(64, 16, 15);
+  CudaStepOptions options;
+  options.activation = Activation::gelu;
+  options.fused_head = true;
+  CHECK_THROWS_WITH(CudaReplica(data, 0, options),
+                    Catch::Contains("--activation gelu") && Catch::Contains("relu alone"));
 }
 
 TEST_CASE("shards scaled by the global batch sum to the batch's gradient on the GPU", "[gpu][replica]") {

@@ -95,8 +95,8 @@ TEST_CASE("the gathered forward product equals the gather and the forward produc
   for (GemmImpl impl : kHandWritten) {
     CAPTURE(gemm_impl_name(impl));
     poison(plain_h);
-    cuda::linear_forward(plain_x.data(), d_w.data(), d_b.data(), plain_h.data(), {batch, in, out}, true,
-                         {impl, stream.get(), nullptr});
+    cuda::linear_forward(plain_x.data(), d_w.data(), d_b.data(), plain_h.data(), {batch, in, out},
+                         Activation::relu, {impl, stream.get(), nullptr});
     CHECK(bitwise_equal(got_h, to_host(plain_h)));
   }
 }

@@ -21,11 +21,14 @@ constexpr double kTolerance = 1e-5;
 const std::vector<GemmImpl> kImpls = all_gemms();
 
 // A linear layer's random operands (x of both signs, so that the ReLU mask cuts about half of dx), the
-// reference's outputs, and the operands on the device.
+// reference's outputs with each activation, and the operands on the device. GELU's backward reads x as its
+// pre-activation z (any values do for the check of the kernel).
 struct LinearCase {
   LinearShape shape;
-  std::vector<float> x, w, b, dy;                       // [batch, in], [out, in], [out], [batch, out]
-  std::vector<float> y, y_relu, dw, db, dx, dx_masked;  // ref::linear_forward and ref::linear_backward
+  std::vector<float> x, w, b, dy;    // [batch, in], [out, in], [out], [batch, out]
+  std::vector<float> y, dw, db, dx;  // ref::linear_forward and ref::linear_backward without activation
+  // The same with each activation, in kActivations's order: y = act(x w^T + b), dx times act' read from x.
+  std::vector<std::vector<float>> y_act, dx_act;
   DeviceBuffer<float> d_x, d_w, d_b, d_dy;
 
   LinearCase(int batch, int in, int out, std::uint64_t seed) : shape{batch, in, out} {
@@ -38,15 +41,19 @@ struct LinearCase {
     b = random_floats(no, rng);
     dy = random_floats(nb * no, rng);
     y.resize(nb * no);
-    y_relu.resize(nb * no);
     dw.resize(no * ni);
     db.resize(no);
     dx.resize(nb * ni);
-    dx_masked.resize(nb * ni);
-    ref::linear_forward(x.data(), w.data(), b.data(), y.data(), shape, false);
-    ref::linear_forward(x.data(), w.data(), b.data(), y_relu.data(), shape, true);
-    ref::linear_backward(dy.data(), x.data(), w.data(), dw.data(), db.data(), dx.data(), shape, false);
-    ref::linear_backward(dy.data(), x.data(), w.data(), dw.data(), db.data(), dx_masked.data(), shape, true);
+    ref::linear_forward(x.data(), w.data(), b.data(), y.data(), shape, Activation::identity);
+    ref::linear_backward(dy.data(), x.data(), w.data(), dw.data(), db.data(), dx.data(), shape,
+                         Activation::identity);
+    for (const ActivationRow& row : kActivations) {
+      y_act.emplace_back(nb * no);
+      dx_act.emplace_back(nb * ni);
+      ref::linear_forward(x.data(), w.data(), b.data(), y_act.back().data(), shape, row.id);
+      ref::linear_backward(dy.data(), x.data(), w.data(), dw.data(), db.data(), dx_act.back().data(), shape,
+                           row.id, x.data());
+    }
     d_x = to_device(x);
     d_w = to_device(w);
     d_b = to_device(b);
@@ -78,6 +85,7 @@ TEST_CASE("linear forward and backward match the reference with every GEMM", "[g
                          static_cast<std::uint64_t>(out));
   const LinearShape s = c.shape;
   auto [d_y, d_dw, d_db, d_dx] = c.outputs();
+  DeviceBuffer<float> d_z(d_y.size());
   Stream stream;
   CublasHandle cublas(stream.get());
 
@@ -85,23 +93,26 @@ TEST_CASE("linear forward and backward match the reference with every GEMM", "[g
     CAPTURE(gemm_impl_name(impl));
     const cuda::GemmContext ctx{impl, stream.get(), cublas.get()};
 
-    for (bool relu : {false, true}) {
-      CAPTURE(relu);
+    // Without activation, then with each of the table's; the pre-activation z kept where the activation's
+    // derivative reads it, and then equal to the product without activation.
+    for (int a = -1; a < static_cast<int>(kActivations.size()); ++a) {
+      const Activation act = a < 0 ? Activation::identity : kActivations[static_cast<std::size_t>(a)].id;
+      CAPTURE(activation_name(act));
       poison(d_y);
-      cuda::linear_forward(c.d_x.data(), c.d_w.data(), c.d_b.data(), d_y.data(), s, relu, ctx);
-      CHECK(max_rel_error(to_host(d_y), relu ? c.y_relu : c.y) <= kTolerance);
-    }
+      poison(d_z);
+      float* z = keeps_pre_activation(act) ? d_z.data() : nullptr;
+      cuda::linear_forward(c.d_x.data(), c.d_w.data(), c.d_b.data(), d_y.data(), s, act, ctx, z);
+      CHECK(max_rel_error(to_host(d_y), a < 0 ? c.y : c.y_act[static_cast<std::size_t>(a)]) <= kTolerance);
+      if (z != nullptr) CHECK(max_rel_error(to_host(d_z), c.y) <= kTolerance);
 
-    for (bool mask : {false, true}) {
-      CAPTURE(mask);
       poison(d_dw);
       poison(d_db);
       poison(d_dx);
       cuda::linear_backward(c.d_dy.data(), c.d_x.data(), c.d_w.data(), d_dw.data(), d_db.data(), d_dx.data(),
-                            s, mask, ctx);
+                            s, act, ctx, c.d_x.data());
       CHECK(max_rel_error(to_host(d_dw), c.dw) <= kTolerance);
       CHECK(max_rel_error(to_host(d_db), c.db) <= kTolerance);
-      CHECK(max_rel_error(to_host(d_dx), mask ? c.dx_masked : c.dx) <= kTolerance);
+      CHECK(max_rel_error(to_host(d_dx), a < 0 ? c.dx : c.dx_act[static_cast<std::size_t>(a)]) <= kTolerance);
     }
 
     // fc1's backward: no dx, which must then be left untouched.
@@ -109,7 +120,7 @@ TEST_CASE("linear forward and backward match the reference with every GEMM", "[g
     poison(d_db);
     poison(d_dx);
     cuda::linear_backward(c.d_dy.data(), c.d_x.data(), c.d_w.data(), d_dw.data(), d_db.data(), nullptr, s,
-                          false, ctx);
+                          Activation::identity, ctx);
     CHECK(max_rel_error(to_host(d_dw), c.dw) <= kTolerance);
     CHECK(max_rel_error(to_host(d_db), c.db) <= kTolerance);
     const auto dx_after = to_host(d_dx);
@@ -139,9 +150,9 @@ TEST_CASE("cuBLAS in TF32 stays within TF32's rounding of the reference", "[gpu]
   poison(d_dw);
   poison(d_db);
   poison(d_dx);
-  cuda::linear_forward(c.d_x.data(), c.d_w.data(), c.d_b.data(), d_y.data(), s, false, ctx);
+  cuda::linear_forward(c.d_x.data(), c.d_w.data(), c.d_b.data(), d_y.data(), s, Activation::identity, ctx);
   cuda::linear_backward(c.d_dy.data(), c.d_x.data(), c.d_w.data(), d_dw.data(), d_db.data(), d_dx.data(), s,
-                        false, ctx);
+                        Activation::identity, ctx);
   const double error_y = max_rel_error(to_host(d_y), c.y);
   const double error_dw = max_rel_error(to_host(d_dw), c.dw);
   const double error_dx = max_rel_error(to_host(d_dx), c.dx);
@@ -171,9 +182,11 @@ TEST_CASE("the hand-written GEMMs give the same bits", "[gpu][linear]") {
   const auto d_mask = to_device(random_floats(nm * nn, rng));
   DeviceBuffer<float> d_c(nm * nn);
   Stream stream;
-  // With no epilogue the raw sums are compared; with all of it, its order too.
-  const bool epilogue = GENERATE(false, true);
-  CAPTURE(epilogue);
+  // With no epilogue the raw sums are compared; with the bias and an activation's derivative, their order
+  // too (every activation of the table).
+  const int activation = GENERATE(-1, range(0, static_cast<int>(kActivations.size())));
+  const bool epilogue = activation >= 0;
+  CAPTURE(epilogue ? kActivations[static_cast<std::size_t>(activation)].name : "none");
   for (const bool trans_a : {false, true}) {
     for (const bool trans_b : {false, true}) {
       CAPTURE(trans_a, trans_b);
@@ -190,7 +203,7 @@ TEST_CASE("the hand-written GEMMs give the same bits", "[gpu][linear]") {
       p.c = d_c.data();
       p.ldc = n;
       p.bias = epilogue ? d_bias.data() : nullptr;
-      p.relu = epilogue;
+      p.activation = epilogue ? kActivations[static_cast<std::size_t>(activation)].id : Activation::identity;
       p.mask = epilogue ? d_mask.data() : nullptr;
       std::vector<float> first;
       for (GemmImpl impl : gemms_with_common_bits()) {
@@ -221,8 +234,8 @@ TEST_CASE("linear backward of an empty batch gives zero gradients with every GEM
     poison(d_dw);
     poison(d_db);
     // With no rows, dy and x are empty: null pointers must not be read.
-    cuda::linear_backward(nullptr, nullptr, d_w.data(), d_dw.data(), d_db.data(), nullptr, s, false,
-                          {impl, stream.get(), cublas.get()});
+    cuda::linear_backward(nullptr, nullptr, d_w.data(), d_dw.data(), d_db.data(), nullptr, s,
+                          Activation::identity, {impl, stream.get(), cublas.get()});
     const auto dw = to_host(d_dw);
     const auto db = to_host(d_db);
     CHECK(std::all_of(dw.begin(), dw.end(), [](float v) { return v == 0.0f; }));
@@ -242,12 +255,12 @@ TEST_CASE("every GEMM version is deterministic", "[gpu][linear]") {
   for (GemmImpl impl : kImpls) {
     CAPTURE(gemm_impl_name(impl));
     const cuda::GemmContext ctx{impl, stream.get(), cublas.get()};
-    cuda::linear_backward(d_dy.data(), d_x.data(), d_w.data(), d_dw.data(), d_db.data(), nullptr, s, false,
-                          ctx);
+    cuda::linear_backward(d_dy.data(), d_x.data(), d_w.data(), d_dw.data(), d_db.data(), nullptr, s,
+                          Activation::identity, ctx);
     const auto first = to_host(d_dw);
     poison(d_dw);
-    cuda::linear_backward(d_dy.data(), d_x.data(), d_w.data(), d_dw.data(), d_db.data(), nullptr, s, false,
-                          ctx);
+    cuda::linear_backward(d_dy.data(), d_x.data(), d_w.data(), d_dw.data(), d_db.data(), nullptr, s,
+                          Activation::identity, ctx);
     CHECK(bitwise_equal(to_host(d_dw), first));
   }
 }

@@ -14,6 +14,7 @@ works as it is. The training state is in the file's metadata (strings only, as s
     mnist_dp.data_fingerprint  16 hex digits
     mnist_dp.momentum          optional: the SGD momentum buffers, float32 little-endian, flattened and
                                concatenated in the order fc1.weight, fc1.bias, fc2.weight, fc2.bias, base64
+    mnist_dp.activation        optional: the hidden layer's activation, "relu" (also when absent) or "gelu"
 
 The momentum sits in the metadata rather than in extra tensors because load_state_dict is strict by default and
 refuses keys SimpleNet does not have; see host/checkpoint/checkpoint.hpp.
@@ -35,20 +36,33 @@ PARAM_COUNT = sum(int(np.prod(shape)) for _, shape in PARAMS)  # 203,530
 FORMAT_VERSION = "1"
 
 
-class SimpleNet(nn.Module):
-    """The reference program's model, unchanged."""
+# The hidden layer's activations by mnist-dp's names (--activation; kernels/ref/activation.hpp's table), as
+# PyTorch's modules. GELU is nn.GELU()'s exact erf form (approximate='none', its default).
+ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU}
 
-    def __init__(self):
+
+class SimpleNet(nn.Module):
+    """The reference program's model, unchanged with the default activation; another replaces its ReLU. The
+    activation holds no parameters: the state dict is the same four tensors either way."""
+
+    def __init__(self, activation="relu"):
         super().__init__()
         self.fc1 = nn.Linear(784, 256)
         self.fc2 = nn.Linear(256, 10)
+        self.activation = ACTIVATIONS[activation]()
 
     def forward(self, x):
         x = torch.flatten(x, 1)
         x = self.fc1(x)
-        x = nn.functional.relu(x)
+        x = self.activation(x)
         x = self.fc2(x)
         return x
+
+
+def activation_of(path):
+    """The activation a checkpoint was trained with: a file without the key is from before there was a
+    choice, and trained with ReLU."""
+    return read_metadata(path).get("mnist_dp.activation", "relu")
 
 
 def read_metadata(path):

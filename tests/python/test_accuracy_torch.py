@@ -74,7 +74,7 @@ def main():
     else:
         expected_correct, expected_loss, expected_count = args.expected_correct, args.expected_loss, None
 
-    model = mc.SimpleNet()
+    model = mc.SimpleNet(mc.activation_of(args.checkpoint))  # the one it was trained with
     model.load_state_dict(load_file(args.checkpoint))  # strict, as a PyTorch user would load it
     model.eval()
     x, y = mc.load_split(args.data, "test")

@@ -15,6 +15,9 @@ Interface (the mnist-dp hooks it expects; see also --mnist-dp below):
 The SGD settings come from the options, else from the checkpoint's metadata when mnist-dp stores them
 (mnist_dp.batch_size, mnist_dp.sgd.lr, mnist_dp.sgd.momentum, mnist_dp.sgd.dampening,
 mnist_dp.sgd.weight_decay, mnist_dp.sgd.nesterov), else the reference program's (batch 64, lr 0.01, no momentum).
+The hidden layer's activation likewise: --activation, else mnist_dp.activation, else relu; PyTorch's SimpleNet
+takes its module (nn.ReLU() or nn.GELU()), so that one step of mnist-dp's CPU path with --activation gelu is held
+to one step through nn.GELU() and its autograd.
 
 PyTorch loads `before` into SimpleNet (and the momentum into torch.optim.SGD's state), takes one step of the
 mean cross-entropy over those rows, and the result must match `after`:
@@ -68,6 +71,8 @@ def run_mnist_dp(args, workdir, sgd_flags):
         common += ["--device", args.device]
     if args.replicas:
         common += ["--replicas", str(args.replicas)]
+    if args.activation:
+        common += ["--activation", args.activation]
     for cmd in (common + ["--max-steps", str(args.steps), "--save", before],
                 common + ["--resume", before, "--max-steps", str(args.steps + 1), "--save", after]):
         print("running:", " ".join(cmd))
@@ -100,6 +105,8 @@ def main():
     p.add_argument("--seed", type=int, default=0, help="with --mnist-dp: the run's seed")
     p.add_argument("--device", help="with --mnist-dp: its --device")
     p.add_argument("--replicas", type=int, help="with --mnist-dp: its --replicas")
+    p.add_argument("--activation", choices=sorted(mc.ACTIVATIONS), help="with --mnist-dp: its --activation; "
+                   "else the checkpoint's")
     p.add_argument("--batch-size", type=int)
     p.add_argument("--lr", type=float)
     p.add_argument("--momentum", type=float)
@@ -144,6 +151,11 @@ def compare(args, before, after):
                weight_decay=setting(args, meta, "weight_decay", "mnist_dp.sgd.weight_decay", 0.0, float),
                nesterov=setting(args, meta, "nesterov", "mnist_dp.sgd.nesterov", False, bool))
 
+    activation = args.activation or mc.activation_of(before)
+    check(mc.activation_of(before) == activation and mc.activation_of(after) == activation,
+          f"both checkpoints record the activation {activation}: {mc.activation_of(before)}, "
+          f"{mc.activation_of(after)}")
+
     x, y = mc.load_split(args.data, "train")
     count = x.shape[0]
     steps_per_epoch = (count + batch - 1) // batch
@@ -151,13 +163,13 @@ def compare(args, before, after):
     epoch, step_in_epoch = divmod(k, steps_per_epoch)
     rows = batch_rows(args.tool, state["seed"], epoch, step_in_epoch, batch, count)
     print(f"step {k} (epoch {epoch}, step {step_in_epoch} of {steps_per_epoch}), {len(rows)} rows, seed "
-          f"{state['seed']}, batch {batch}, SGD {sgd}")
+          f"{state['seed']}, batch {batch}, SGD {sgd}, activation {activation}")
 
     after_state = mc.training_state(after)
     check(after_state is not None and after_state["step"] == k + 1,
           f"the second checkpoint is one step later: step {after_state and after_state['step']}, expected {k + 1}")
 
-    model = mc.SimpleNet()
+    model = mc.SimpleNet(activation)
     model.load_state_dict(load_file(before))
     start = {name: t.clone() for name, t in model.state_dict().items()}
     opt = torch.optim.SGD(model.parameters(), **sgd)

@@ -45,12 +45,13 @@ inline T __shfl_xor_sync(unsigned mask, T value, int lane_mask, int width = warp
   return out;
 }
 
-// expf and logf as a GPU's, within CUDA's documented error bounds rather than glibc's correctly rounded
+// expf, logf and erff as a GPU's, within CUDA's documented error bounds rather than glibc's correctly rounded
 // results (emu/device_math.hpp). Macros, since the C library's functions cannot be overloaded; <cmath> is
 // included above, so its own declarations are not renamed. The functions CUDA computes correctly rounded
 // (sqrtf, fmaf, fmaxf, division) stay the C library's.
 #define expf(x) ::mnistdp::emu::device_expf(x)
 #define logf(x) ::mnistdp::emu::device_logf(x)
+#define erff(x) ::mnistdp::emu::device_erff(x)
 
 // Round-to-nearest arithmetic: exactly one IEEE operation each (the emulated build compiles with
 // -ffp-contract=off, so nothing fuses them).

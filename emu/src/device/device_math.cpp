@@ -1,4 +1,4 @@
-// The device's expf and logf with CUDA's documented latitude (emu/include/emu/device_math.hpp).
+// The device's expf, logf and erff with CUDA's documented latitude (emu/include/emu/device_math.hpp).
 #include "emu/device_math.hpp"
 
 #include <cmath>
@@ -14,6 +14,7 @@ namespace {
 // The CUDA C++ Programming Guide's maximum ulp errors for these functions (full range).
 constexpr int kExpfUlps = 2;
 constexpr int kLogfUlps = 1;
+constexpr int kErffUlps = 2;
 
 std::uint64_t bits_of(float x) {
   std::uint32_t bits = 0;
@@ -54,6 +55,12 @@ float device_expf(float x) {
 
 float device_logf(float x) {
   return with_latitude(std::log(static_cast<double>(x)), x, kLogfUlps, 0x6c6f6766ull);  // "logf"
+}
+
+float device_erff(float x) {
+  const float r = with_latitude(std::erf(static_cast<double>(x)), x, kErffUlps, 0x65726666ull);  // "erff"
+  // Near |x| = 4 the correctly rounded result is 1 itself; the latitude may move it down, never past 1.
+  return std::fabs(r) > 1.0f ? std::copysign(1.0f, r) : r;
 }
 
 }  // namespace mnistdp::emu

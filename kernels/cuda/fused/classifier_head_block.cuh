@@ -18,6 +18,7 @@
 #include "kernels/cuda/fused/classifier_head_split.hpp"
 #include "kernels/cuda/ops/softmax_xent_row.cuh"
 #include "kernels/cuda/runtime/portable_dialect.cuh"
+#include "kernels/ref/activation.hpp"
 
 namespace mnistdp::cuda::detail {
 
@@ -103,7 +104,8 @@ __device__ __forceinline__ void classifier_head_block(const ClassifierHeadArgs& 
   const int dw_count = a.classes * a.hidden;
   const int task = head_split::other_task(block, static_cast<int>(threadIdx.x), a.hidden);
   if (block < head_split::column_warps(a.hidden) && warp == 0) {
-    // dh[:, k] = dz w[:, k] masked by the ReLU (the fc2 input-gradient GEMM and its epilogue), and its sum
+    // dh[:, k] = dz w[:, k] times ReLU's derivative read from h (the fc2 input-gradient GEMM and its
+    // epilogue, the same function), and its sum
     // over the rows in row order (column_sums).
     const int k = block * kWarpSize + lane;
     if (k < a.hidden) {
@@ -114,7 +116,7 @@ __device__ __forceinline__ void classifier_head_block(const ClassifierHeadArgs& 
         for (int c = 0; c < a.classes; ++c)
           acc = fmaf(dz_row[c], w[static_cast<long>(c) * a.hidden + k], acc);
         const long at = static_cast<long>(r) * a.hidden + k;
-        const float g = h[at] <= 0.0f ? 0.0f : acc;  // written as the epilogue writes it: a NaN keeps acc
+        const float g = activations::Relu::backward(acc, h[at]);  // a NaN in h keeps acc
         a.dh[at] = g;
         sum += g;
       }

@@ -67,7 +67,7 @@ __device__ __forceinline__ void gather_linear_tile(const GatherLinearArgs& a, in
   const int col = col0 + tx();
   if (row < a.batch && col < a.out) {
     a.h[static_cast<long>(row) * a.out + col] =
-        apply_epilogue(acc, row, col, a.b, /*relu=*/true, /*mask=*/nullptr, a.out);
+        apply_epilogue<Activation::relu>(acc, row, col, a.b, /*mask=*/nullptr, /*pre=*/nullptr, a.out);
   }
 }
 

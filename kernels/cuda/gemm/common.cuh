@@ -13,15 +13,26 @@ __device__ __forceinline__ float load_op(const float* __restrict__ p, int ld, in
   return kTrans ? p[static_cast<long>(col) * ld + row] : p[static_cast<long>(row) * ld + col];
 }
 
-// The linear layers' epilogue: + bias, ReLU, ReLU mask; the order is part of the GemmProblem contract. The
-// comparisons are written as ref::linear_* writes them (v < 0, x <= 0), so that a NaN passes through the ReLU
-// as in torch.relu, and a NaN in the mask keeps the gradient as in the reference.
+// The linear layers' epilogue: + bias, then the activation or, with a mask, its derivative; the order is
+// part of the GemmProblem contract. The activation's functions are ref::linear_*'s own
+// (kernels/ref/activations/), so that a NaN passes through the ReLU as in torch.relu, and a NaN in the
+// mask keeps the gradient as in the reference.
+template <Activation kAct>
 __device__ __forceinline__ float apply_epilogue(float acc, int row, int col, const float* __restrict__ bias,
-                                                bool relu, const float* __restrict__ mask, int ldc) {
+                                                const float* __restrict__ mask, float* __restrict__ pre,
+                                                int ldc) {
   if (bias) acc += bias[col];
-  if (relu && acc < 0.0f) acc = 0.0f;
-  if (mask && mask[static_cast<long>(row) * ldc + col] <= 0.0f) acc = 0.0f;
-  return acc;
+  if constexpr (kAct == Activation::identity) {
+    return acc;
+  } else {
+    using A = ActivationFn<kAct>;
+    const long at = static_cast<long>(row) * ldc + col;
+    if (mask) return A::backward(acc, mask[at]);
+    if constexpr (A::kReadsInput) {
+      if (pre) pre[at] = acc;
+    }
+    return A::forward(acc);
+  }
 }
 
 __host__ __device__ constexpr int ceil_div(int a, int b) {
@@ -29,23 +40,25 @@ __host__ __device__ constexpr int ceil_div(int a, int b) {
 }
 
 // What every version's entry point does: check the problem, launch nothing for an empty output, and call
-// launch(std::bool_constant<trans_a>, std::bool_constant<trans_b>) so that the kernel is compiled for each
-// orientation, with the transposes resolved at compile time.
+// launch(std::bool_constant<trans_a>, std::bool_constant<trans_b>, std::integral_constant<Activation, a>) so
+// that the kernel is compiled for each orientation and activation, both resolved at compile time.
 template <typename Launch>
 void validate_and_dispatch(const GemmProblem& p, Launch&& launch) {
   validate(p);
   if (p.m == 0 || p.n == 0) return;
-  if (p.trans_a) {
-    if (p.trans_b)
-      launch(std::true_type{}, std::true_type{});
-    else
-      launch(std::true_type{}, std::false_type{});
-  } else {
-    if (p.trans_b)
-      launch(std::false_type{}, std::true_type{});
-    else
-      launch(std::false_type{}, std::false_type{});
-  }
+  with_activation(p.activation, [&](auto act) {
+    if (p.trans_a) {
+      if (p.trans_b)
+        launch(std::true_type{}, std::true_type{}, act);
+      else
+        launch(std::true_type{}, std::false_type{}, act);
+    } else {
+      if (p.trans_b)
+        launch(std::false_type{}, std::true_type{}, act);
+      else
+        launch(std::false_type{}, std::false_type{}, act);
+    }
+  });
 }
 
 }  // namespace mnistdp::cuda::detail

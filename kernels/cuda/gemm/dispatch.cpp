@@ -12,6 +12,8 @@ void validate(const GemmProblem& p) {
                                 std::to_string(p.k) + "): " + what);
   };
   if (p.m < 0 || p.n < 0 || p.k < 0) fail("negative size");
+  if (p.pre_activation && (p.mask || !keeps_pre_activation(p.activation)))
+    fail("pre_activation is kept only in a forward epilogue whose activation's derivative reads it");
   if (p.m == 0 || p.n == 0) return;  // nothing is read or written
   if (!p.c) fail("c is null");
   if (p.ldc < p.n) fail("ldc " + std::to_string(p.ldc) + " < n");

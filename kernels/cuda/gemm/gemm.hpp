@@ -1,16 +1,22 @@
 #pragma once
 // Single-precision matrix products on the device, in every version this project keeps, with the epilogue a
-// linear layer needs fused in (bias, ReLU, ReLU mask). Host-includable: no CUDA syntax here.
+// linear layer needs fused in (bias, activation, the activation's derivative). Host-includable: no CUDA
+// syntax here.
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
 #include "kernels/cuda/gemm/gemm_version.hpp"
+#include "kernels/ref/activation.hpp"
 
 namespace mnistdp::cuda {
 
 // C[m, n] = op(A)[m, k] op(B)[k, n], every matrix row-major with the given leading dimension (row stride).
 // op(A) = A^T when trans_a: A is then stored [k, lda]; likewise B is stored [n, ldb] when trans_b.
-// The epilogue runs on each element, in this order: + bias[col]; ReLU; 0 where mask[row, col] <= 0.
+// The epilogue runs on each element, in this order: + bias[col]; then, without a mask, the forward pass's
+// activation (v = C + bias stored in pre_activation first where that is set), or, with a mask, the backward
+// pass's C = activation.backward(C, mask[row, col]), mask holding what the activation's row says its
+// derivative reads (ReLU: its output h, so C = 0 where h <= 0; GELU: its input z). Each version is compiled
+// once per activation (kernels/ref/activation.hpp), so an identity or ReLU epilogue is what it always was.
 // Every element of C is overwritten (never accumulated into); k = 0 is valid and yields the epilogue of 0.
 struct GemmProblem {
   int m = 0;
@@ -25,8 +31,9 @@ struct GemmProblem {
   float* c = nullptr;  // [m, ldc]
   int ldc = 0;
   const float* bias = nullptr;  // [n], or nullptr
-  bool relu = false;
-  const float* mask = nullptr;  // [m, ldc] (same layout as c), or nullptr
+  Activation activation = Activation::identity;
+  float* pre_activation = nullptr;  // [m, ldc] (same layout as c), or nullptr; only where no mask is given
+  const float* mask = nullptr;      // [m, ldc] (same layout as c), or nullptr
 };
 
 // Throws std::invalid_argument when the problem's sizes or strides are inconsistent.

@@ -10,7 +10,7 @@ namespace {
 
 constexpr int kBlock = 16;  // 16 x 16 threads, x along the columns of C so that its stores coalesce
 
-template <bool kTransA, bool kTransB>
+template <bool kTransA, bool kTransB, Activation kAct>
 __global__ void __launch_bounds__(kBlock* kBlock) gemm_naive_kernel(GemmProblem p) {
   const int col = blockIdx.x * kBlock + threadIdx.x;
   const int row = blockIdx.y * kBlock + threadIdx.y;
@@ -22,21 +22,21 @@ __global__ void __launch_bounds__(kBlock* kBlock) gemm_naive_kernel(GemmProblem 
     acc = fmaf(detail::load_op<kTransA>(a, p.lda, row, kk), detail::load_op<kTransB>(b, p.ldb, kk, col), acc);
   }
   p.c[static_cast<long>(row) * p.ldc + col] =
-      detail::apply_epilogue(acc, row, col, p.bias, p.relu, p.mask, p.ldc);
+      detail::apply_epilogue<kAct>(acc, row, col, p.bias, p.mask, p.pre_activation, p.ldc);
 }
 
-template <bool kTransA, bool kTransB>
+template <bool kTransA, bool kTransB, Activation kAct>
 void launch(const GemmProblem& p, cudaStream_t stream) {
   const dim3 block(kBlock, kBlock);
   const dim3 grid(detail::ceil_div(p.n, kBlock), detail::ceil_div(p.m, kBlock));
-  detail::launch<gemm_naive_kernel<kTransA, kTransB>>(grid, block, 0, stream, p);
+  detail::launch<gemm_naive_kernel<kTransA, kTransB, kAct>>(grid, block, 0, stream, p);
 }
 
 }  // namespace
 
 void gemm_v1_naive(const GemmProblem& p, cudaStream_t stream) {
-  detail::validate_and_dispatch(p, [&](auto trans_a, auto trans_b) {
-    launch<decltype(trans_a)::value, decltype(trans_b)::value>(p, stream);
+  detail::validate_and_dispatch(p, [&](auto trans_a, auto trans_b, auto act) {
+    launch<decltype(trans_a)::value, decltype(trans_b)::value, decltype(act)::value>(p, stream);
   });
 }
 

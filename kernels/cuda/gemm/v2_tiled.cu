@@ -12,7 +12,7 @@ namespace {
 
 constexpr int kTile = 16;
 
-template <bool kTransA, bool kTransB>
+template <bool kTransA, bool kTransB, Activation kAct>
 __global__ void __launch_bounds__(kTile* kTile) gemm_tiled_kernel(GemmProblem p) {
   // tile_a[m][k] and tile_b[k][n]. The +1 pads each row so that the transposed stores below (a warp writing
   // down a column) fall in distinct banks.
@@ -55,22 +55,22 @@ __global__ void __launch_bounds__(kTile* kTile) gemm_tiled_kernel(GemmProblem p)
   }
   if (row < p.m && col < p.n) {
     p.c[static_cast<long>(row) * p.ldc + col] =
-        detail::apply_epilogue(acc, row, col, p.bias, p.relu, p.mask, p.ldc);
+        detail::apply_epilogue<kAct>(acc, row, col, p.bias, p.mask, p.pre_activation, p.ldc);
   }
 }
 
-template <bool kTransA, bool kTransB>
+template <bool kTransA, bool kTransB, Activation kAct>
 void launch(const GemmProblem& p, cudaStream_t stream) {
   const dim3 block(kTile, kTile);
   const dim3 grid(detail::ceil_div(p.n, kTile), detail::ceil_div(p.m, kTile));
-  detail::launch<gemm_tiled_kernel<kTransA, kTransB>>(grid, block, 0, stream, p);
+  detail::launch<gemm_tiled_kernel<kTransA, kTransB, kAct>>(grid, block, 0, stream, p);
 }
 
 }  // namespace
 
 void gemm_v2_tiled(const GemmProblem& p, cudaStream_t stream) {
-  detail::validate_and_dispatch(p, [&](auto trans_a, auto trans_b) {
-    launch<decltype(trans_a)::value, decltype(trans_b)::value>(p, stream);
+  detail::validate_and_dispatch(p, [&](auto trans_a, auto trans_b, auto act) {
+    launch<decltype(trans_a)::value, decltype(trans_b)::value, decltype(act)::value>(p, stream);
   });
 }
 

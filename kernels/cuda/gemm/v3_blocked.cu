@@ -26,7 +26,7 @@ constexpr int kPad = 2;
 
 static_assert(kBlockM * kBlockK % kThreads == 0 && kBlockN * kBlockK % kThreads == 0);
 
-template <bool kTransA, bool kTransB>
+template <bool kTransA, bool kTransB, Activation kAct>
 __global__ void __launch_bounds__(kThreads) gemm_blocked_kernel(GemmProblem p) {
   using TileA = float[kBlockK][kBlockM + kPad];
   using TileB = float[kBlockK][kBlockN + kPad];
@@ -91,23 +91,23 @@ __global__ void __launch_bounds__(kThreads) gemm_blocked_kernel(GemmProblem p) {
       const int col = col0 + tx + j * kThreadsX;
       if (col < p.n) {
         p.c[static_cast<long>(row) * p.ldc + col] =
-            detail::apply_epilogue(acc[i][j], row, col, p.bias, p.relu, p.mask, p.ldc);
+            detail::apply_epilogue<kAct>(acc[i][j], row, col, p.bias, p.mask, p.pre_activation, p.ldc);
       }
     }
   }
 }
 
-template <bool kTransA, bool kTransB>
+template <bool kTransA, bool kTransB, Activation kAct>
 void launch(const GemmProblem& p, cudaStream_t stream) {
   const dim3 grid(detail::ceil_div(p.n, kBlockN), detail::ceil_div(p.m, kBlockM));
-  detail::launch<gemm_blocked_kernel<kTransA, kTransB>>(grid, kThreads, 0, stream, p);
+  detail::launch<gemm_blocked_kernel<kTransA, kTransB, kAct>>(grid, kThreads, 0, stream, p);
 }
 
 }  // namespace
 
 void gemm_v3_blocked(const GemmProblem& p, cudaStream_t stream) {
-  detail::validate_and_dispatch(p, [&](auto trans_a, auto trans_b) {
-    launch<decltype(trans_a)::value, decltype(trans_b)::value>(p, stream);
+  detail::validate_and_dispatch(p, [&](auto trans_a, auto trans_b, auto act) {
+    launch<decltype(trans_a)::value, decltype(trans_b)::value, decltype(act)::value>(p, stream);
   });
 }
 

@@ -16,7 +16,7 @@ namespace {
 
 using namespace detail::slab;
 
-template <bool kTransA, bool kTransB>
+template <bool kTransA, bool kTransB, Activation kAct>
 __global__ void __launch_bounds__(kThreads) gemm_slab_kernel(GemmProblem p) {
   MNISTDP_SHARED(Slabs, s);
   const float* __restrict__ a = p.a;  // op(A): [m, k]
@@ -53,21 +53,21 @@ __global__ void __launch_bounds__(kThreads) gemm_slab_kernel(GemmProblem p) {
   const int col = col0 + tx();
   if (row < p.m && col < p.n) {
     p.c[static_cast<long>(row) * p.ldc + col] =
-        detail::apply_epilogue(acc, row, col, p.bias, p.relu, p.mask, p.ldc);
+        detail::apply_epilogue<kAct>(acc, row, col, p.bias, p.mask, p.pre_activation, p.ldc);
   }
 }
 
-template <bool kTransA, bool kTransB>
+template <bool kTransA, bool kTransB, Activation kAct>
 void launch(const GemmProblem& p, cudaStream_t stream) {
   const dim3 grid(detail::ceil_div(p.n, kTileN), detail::ceil_div(p.m, kTileM));
-  detail::launch<gemm_slab_kernel<kTransA, kTransB>>(grid, kThreads, 0, stream, p);
+  detail::launch<gemm_slab_kernel<kTransA, kTransB, kAct>>(grid, kThreads, 0, stream, p);
 }
 
 }  // namespace
 
 void gemm_v4_slab(const GemmProblem& p, cudaStream_t stream) {
-  detail::validate_and_dispatch(p, [&](auto trans_a, auto trans_b) {
-    launch<decltype(trans_a)::value, decltype(trans_b)::value>(p, stream);
+  detail::validate_and_dispatch(p, [&](auto trans_a, auto trans_b, auto act) {
+    launch<decltype(trans_a)::value, decltype(trans_b)::value, decltype(act)::value>(p, stream);
   });
 }
 

@@ -4,6 +4,7 @@
 //   weights  dw = dy^T x   (A = dy [batch, out] transposed, B = x [batch, in])
 //   inputs   dx = dy w     (A = dy [batch, out], B = w [out, in])
 #include <stdexcept>
+#include <string>
 
 #include "kernels/cuda/gemm/common.cuh"
 #include "kernels/cuda/ops/linear.hpp"
@@ -42,8 +43,8 @@ void column_sums(const float* m, float* sums, int rows, int cols, cudaStream_t s
                                      sums, rows, cols);
 }
 
-void linear_forward(const float* x, const float* w, const float* b, float* y, LinearShape s, bool relu,
-                    const GemmContext& ctx) {
+void linear_forward(const float* x, const float* w, const float* b, float* y, LinearShape s, Activation act,
+                    const GemmContext& ctx, float* z) {
   check_shape(s);
   GemmProblem p;
   p.m = s.batch;
@@ -57,12 +58,13 @@ void linear_forward(const float* x, const float* w, const float* b, float* y, Li
   p.c = y;
   p.ldc = s.out;
   p.bias = b;
-  p.relu = relu;
+  p.activation = act;
+  p.pre_activation = z;
   gemm(p, ctx.impl, ctx.stream, ctx.cublas);
 }
 
 void linear_backward(const float* dy, const float* x, const float* w, float* dw, float* db, float* dx,
-                     LinearShape s, bool relu_mask, const GemmContext& ctx) {
+                     LinearShape s, Activation act, const GemmContext& ctx, const float* z) {
   check_shape(s);
   GemmProblem weights;
   weights.m = s.out;
@@ -90,7 +92,13 @@ void linear_backward(const float* dy, const float* x, const float* w, float* dw,
     inputs.ldb = s.in;
     inputs.c = dx;
     inputs.ldc = s.in;
-    inputs.mask = relu_mask ? x : nullptr;
+    if (act != Activation::identity) {
+      inputs.activation = act;
+      inputs.mask = keeps_pre_activation(act) ? z : x;
+      if (inputs.mask == nullptr)
+        throw std::invalid_argument(std::string("linear_backward: ") + activation_name(act) +
+                                    "'s derivative reads z, and z is null");
+    }
     gemm(inputs, ctx.impl, ctx.stream, ctx.cublas);
   }
 }

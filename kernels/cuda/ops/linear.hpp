@@ -16,17 +16,19 @@ struct GemmContext {
   cublasHandle_t cublas = nullptr;  // needed only when impl == GemmImpl::cublas
 };
 
-// x: [batch, in]  w: [out, in]  b: [out]  ->  y: [batch, out] = x w^T + b, ReLU fused when relu. One launch
-// (two for cuBLAS: the product, then bias and ReLU).
-void linear_forward(const float* x, const float* w, const float* b, float* y, LinearShape s, bool relu,
-                    const GemmContext& ctx);
+// x: [batch, in]  w: [out, in]  b: [out]  ->  y: [batch, out] = act(x w^T + b), the activation fused;
+// z: [batch, out], x w^T + b, written where not nullptr and the activation reads its input. One launch (two
+// for cuBLAS: the product, then bias and activation).
+void linear_forward(const float* x, const float* w, const float* b, float* y, LinearShape s, Activation act,
+                    const GemmContext& ctx, float* z = nullptr);
 
 // dy: [batch, out]  x: [batch, in]  w: [out, in]
 //   -> dw: [out, in] = dy^T x      db: [out] = column sums of dy; nullptr skips it (computed elsewhere)
-//   -> dx: [batch, in] = dy w, times (x > 0) when relu_mask; nullptr skips it (fc1 needs none)
+//   -> dx: [batch, in] = dy w times the derivative of the activation x = act(z) came out of, read from x or,
+//      where the activation reads its input, from z: [batch, in]; nullptr skips it (fc1 needs none)
 // batch 0 gives dw = 0 and db = 0.
 void linear_backward(const float* dy, const float* x, const float* w, float* dw, float* db, float* dx,
-                     LinearShape s, bool relu_mask, const GemmContext& ctx);
+                     LinearShape s, Activation act, const GemmContext& ctx, const float* z = nullptr);
 
 // m: [rows, cols] -> sums: [cols], each column summed over the rows in order (deterministic; rows = 0 gives
 // 0).
