@@ -106,7 +106,8 @@ TEST_CASE("every bad value is refused with a message naming the option", "[cli]"
   CHECK_THROWS_AS(parse({"train", "--epochs", "0"}), UsageError);
 }
 
-TEST_CASE("--activation takes the table's names, relu by default, and no fused path but with relu", "[cli]") {
+TEST_CASE("the command line's --activation: the table's names, relu by default, fused paths with relu alone",
+          "[cli]") {
   CHECK(parse({"train"}).train.train.activation == mnistdp::Activation::relu);
   for (const auto& row : mnistdp::kActivations) {
     CAPTURE(row.name);
