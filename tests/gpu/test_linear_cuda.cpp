@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <vector>
 
 #include "kernels/cuda/gemm/gemm.hpp"
 #include "kernels/cuda/ops/linear.hpp"
@@ -19,6 +21,22 @@ namespace {
 
 constexpr double kTolerance = 1e-5;
 const std::vector<GemmImpl> kImpls = all_gemms();
+
+// max |got - want| over max |scale|: the error of an output measured against the size of what it was computed
+// from; infinity on a size mismatch or any NaN in got.
+double normwise_error(const std::vector<float>& got, const std::vector<float>& want,
+                      const std::vector<float>& scale) {
+  if (got.size() != want.size() || scale.size() != want.size())
+    return std::numeric_limits<double>::infinity();
+  double max_diff = 0.0, max_scale = 0.0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(got[i])) return std::numeric_limits<double>::infinity();
+    max_diff = std::fmax(max_diff, std::fabs(static_cast<double>(got[i]) - static_cast<double>(want[i])));
+    max_scale = std::fmax(max_scale, std::fabs(static_cast<double>(scale[i])));
+  }
+  if (max_scale == 0.0) return max_diff == 0.0 ? 0.0 : std::numeric_limits<double>::infinity();
+  return max_diff / max_scale;
+}
 
 // A linear layer's random operands (x of both signs, so that the ReLU mask cuts about half of dx), the
 // reference's outputs with each activation, and the operands on the device. GELU's backward reads x as its
@@ -102,7 +120,14 @@ TEST_CASE("linear forward and backward match the reference with every GEMM", "[g
       poison(d_z);
       float* z = keeps_pre_activation(act) ? d_z.data() : nullptr;
       cuda::linear_forward(c.d_x.data(), c.d_w.data(), c.d_b.data(), d_y.data(), s, act, ctx, z);
-      CHECK(max_rel_error(to_host(d_y), a < 0 ? c.y : c.y_act[static_cast<std::size_t>(a)]) <= kTolerance);
+      // GELU's output is measured against the scale of its input z: near its lower tail gelu(z) is a small
+      // difference, 0.5 z (1 + erf(z / sqrt 2)), so erff's documented 2 ulps (2^-23 near erf = -1, as an
+      // H200 and the emulated device give it) move it by up to |z| 2^-24 however small it is, and the
+      // product's own rounding reaches it through a slope of at most 1.13. ReLU's output keeps its own norm.
+      const bool against_input = a >= 0 && keeps_pre_activation(act);
+      const auto& y_want = a < 0 ? c.y : c.y_act[static_cast<std::size_t>(a)];
+      CHECK((against_input ? normwise_error(to_host(d_y), y_want, c.y)
+                           : max_rel_error(to_host(d_y), y_want)) <= kTolerance);
       if (z != nullptr) CHECK(max_rel_error(to_host(d_z), c.y) <= kTolerance);
 
       poison(d_dw);
@@ -112,7 +137,11 @@ TEST_CASE("linear forward and backward match the reference with every GEMM", "[g
                             s, act, ctx, c.d_x.data());
       CHECK(max_rel_error(to_host(d_dw), c.dw) <= kTolerance);
       CHECK(max_rel_error(to_host(d_db), c.db) <= kTolerance);
-      CHECK(max_rel_error(to_host(d_dx), a < 0 ? c.dx : c.dx_act[static_cast<std::size_t>(a)]) <= kTolerance);
+      // GELU's derivative likewise against dy w, the gradient it scales (its erff and expf terms are off by
+      // about 1e-7 of it at most).
+      const auto& dx_want = a < 0 ? c.dx : c.dx_act[static_cast<std::size_t>(a)];
+      CHECK((against_input ? normwise_error(to_host(d_dx), dx_want, c.dx)
+                           : max_rel_error(to_host(d_dx), dx_want)) <= kTolerance);
     }
 
     // fc1's backward: no dx, which must then be left untouched.
