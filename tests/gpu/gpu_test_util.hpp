@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "host/model/random.hpp"
@@ -48,6 +49,18 @@ inline constexpr bool kUnderSanitizer = false;
 template <typename T = int>
 std::vector<T> sweep(std::vector<T> all, std::vector<T> under_sanitizer) {
   return kUnderSanitizer ? under_sanitizer : all;
+}
+
+// Which of `options` a combination of a sweep's values takes, in turn: the sum of the values' positions in
+// their lists, modulo the options. Where another list has at least `options` values, each option meets every
+// value of every list (a tile edge, an empty batch) at 1/options of the cost of every option with every
+// combination.
+template <typename T = int>
+int in_turn(int options, const std::vector<std::pair<std::vector<T>, T>>& lists_and_values) {
+  int sum = 0;
+  for (const auto& [values, value] : lists_and_values)
+    sum += static_cast<int>(std::find(values.begin(), values.end(), value) - values.begin());
+  return sum % options;
 }
 
 using mnistdp::test::skip_test;

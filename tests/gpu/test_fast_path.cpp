@@ -11,7 +11,7 @@
 // The fused head sums every element in the order of the hand-written GEMMs
 // (kernels/cuda/fused/classifier_head.hpp), so it too must agree to the bit with them. With cuBLAS, whose
 // products the fused kernels replace, the two runs sum in two orders, and two correct orders drift apart
-// over a hundred steps of training, on a GPU as on emulated devices: such a run is held to the drift of a
+// over tens of steps of training, on a GPU as on emulated devices: such a run is held to the drift of a
 // control (check_drift).
 #include <catch2/catch.hpp>
 
@@ -46,12 +46,12 @@ using L = ParamLayout;
 
 constexpr int kBatch = 64;
 constexpr std::uint64_t kSeed = 5;
-// 15 full batches and a short one of 40 rows: an epoch is 16 steps, so the 100 steps cross six epoch ends,
-// each with its short batch, and start each new epoch at an offset the device counter must be reset to. Under
-// a sanitizer, 3 full batches and the short one, and 12 steps: three epochs, in which each shape is warmed
-// up, captured and replayed.
-constexpr int kFullBatches = kUnderSanitizer ? 3 : 15;
-constexpr long kSteps = kUnderSanitizer ? 12 : 100;
+// 8 full batches and a short one of 40 rows: an epoch is 9 steps, so the 40 steps cross four epoch ends,
+// each with its short batch, and start each new epoch at an offset the device counter must be reset to; a
+// queue of 7 steps fills before the epoch's end cuts it. Under a sanitizer, 3 full batches and the short
+// one, and 12 steps: three epochs, in which each shape is warmed up, captured and replayed.
+constexpr int kFullBatches = kUnderSanitizer ? 3 : 8;
+constexpr long kSteps = kUnderSanitizer ? 12 : 40;
 constexpr int kTrainRows = kFullBatches * kBatch + 40;
 
 enum class Reduce { host, nccl, same_device };
@@ -633,10 +633,10 @@ class DivergenceListener final : public TrainListener {
 };
 
 // A resumed run's first step (epoch 1, step 4; under a sanitizer epoch 1, step 0), the step whose loss a
-// test makes not finite (epoch 2, step 13; epoch 2, step 1) and the run's end.
-constexpr long kStartStep = kUnderSanitizer ? 4 : 20;
-constexpr long kPoisonedStep = kUnderSanitizer ? 9 : 45;
-constexpr long kLastStep = kUnderSanitizer ? 12 : 60;
+// test makes not finite (epoch 3, step 4; epoch 2, step 1) and the run's end.
+constexpr long kStartStep = kUnderSanitizer ? 4 : 13;
+constexpr long kPoisonedStep = kUnderSanitizer ? 9 : 31;
+constexpr long kLastStep = kUnderSanitizer ? 12 : 40;
 static_assert(kStartStep < kPoisonedStep && kPoisonedStep < kLastStep);
 
 // A run of `replicas` replicas from step kStartStep that diverges at a known step, with no log line before

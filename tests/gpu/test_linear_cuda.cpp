@@ -39,17 +39,18 @@ double normwise_error(const std::vector<float>& got, const std::vector<float>& w
 }
 
 // A linear layer's random operands (x of both signs, so that the ReLU mask cuts about half of dx), the
-// reference's outputs with each activation, and the operands on the device. GELU's backward reads x as its
-// pre-activation z (any values do for the check of the kernel).
+// reference's outputs without activation and with `act`, and the operands on the device. GELU's backward
+// reads x as its pre-activation z (any values do for the check of the kernel).
 struct LinearCase {
   LinearShape shape;
   std::vector<float> x, w, b, dy;    // [batch, in], [out, in], [out], [batch, out]
   std::vector<float> y, dw, db, dx;  // ref::linear_forward and ref::linear_backward without activation
-  // The same with each activation, in kActivations's order: y = act(x w^T + b), dx times act' read from x.
-  std::vector<std::vector<float>> y_act, dx_act;
+  // The same with `act`: y = act(x w^T + b), dx times act' read from x.
+  std::vector<float> y_act, dx_act;
   DeviceBuffer<float> d_x, d_w, d_b, d_dy;
 
-  LinearCase(int batch, int in, int out, std::uint64_t seed) : shape{batch, in, out} {
+  LinearCase(int batch, int in, int out, std::uint64_t seed, Activation act = Activation::identity)
+      : shape{batch, in, out} {
     const auto nb = static_cast<std::size_t>(batch);
     const auto ni = static_cast<std::size_t>(in);
     const auto no = static_cast<std::size_t>(out);
@@ -65,12 +66,12 @@ struct LinearCase {
     ref::linear_forward(x.data(), w.data(), b.data(), y.data(), shape, Activation::identity);
     ref::linear_backward(dy.data(), x.data(), w.data(), dw.data(), db.data(), dx.data(), shape,
                          Activation::identity);
-    for (const ActivationRow& row : kActivations) {
-      y_act.emplace_back(nb * no);
-      dx_act.emplace_back(nb * ni);
-      ref::linear_forward(x.data(), w.data(), b.data(), y_act.back().data(), shape, row.id);
-      ref::linear_backward(dy.data(), x.data(), w.data(), dw.data(), db.data(), dx_act.back().data(), shape,
-                           row.id, x.data());
+    y_act = y;
+    dx_act = dx;
+    if (act != Activation::identity) {
+      ref::linear_forward(x.data(), w.data(), b.data(), y_act.data(), shape, act);
+      ref::linear_backward(dy.data(), x.data(), w.data(), dw.data(), db.data(), dx_act.data(), shape, act,
+                           x.data());
     }
     d_x = to_device(x);
     d_w = to_device(w);
@@ -93,14 +94,29 @@ struct LinearCase {
 
 }  // namespace
 
+namespace {
+// The shapes of the layer's tests: batch sizes and feature counts on both sides of every tile's edge.
+const std::vector<int> kLinearBatches{0, 1, 7, 21, 22, 64, 65};
+std::vector<int> linear_features() {
+  return gpu_test::sweep({1, 10, 33, 256, 784}, {1, 10, 33, 100});
+}
+}  // namespace
+
 TEST_CASE("linear forward and backward match the reference with every GEMM", "[gpu][linear]") {
-  const int batch = GENERATE(0, 1, 7, 21, 22, 64, 65);
-  const int in = GENERATE(from_range(gpu_test::sweep({1, 10, 33, 256, 784}, {1, 10, 33, 100})));
-  const int out = GENERATE(from_range(gpu_test::sweep({1, 10, 33, 256, 784}, {1, 10, 33, 100})));
-  CAPTURE(batch, in, out);
+  const int batch = GENERATE(from_range(kLinearBatches));
+  const int in = GENERATE(from_range(linear_features()));
+  const int out = GENERATE(from_range(linear_features()));
+  // No activation or one of the table's, in turn across the shapes: every activation with every GEMM, every
+  // batch size and every feature count.
+  const int a = in_turn(1 + static_cast<int>(kActivations.size()),
+                        {{kLinearBatches, batch}, {linear_features(), in}, {linear_features(), out}}) -
+                1;
+  const Activation act = a < 0 ? Activation::identity : kActivations[static_cast<std::size_t>(a)].id;
+  CAPTURE(batch, in, out, activation_name(act));
   const LinearCase c(batch, in, out,
                      static_cast<std::uint64_t>(batch) * 1000003u + static_cast<std::uint64_t>(in) * 1009u +
-                         static_cast<std::uint64_t>(out));
+                         static_cast<std::uint64_t>(out),
+                     act);
   const LinearShape s = c.shape;
   auto [d_y, d_dw, d_db, d_dx] = c.outputs();
   DeviceBuffer<float> d_z(d_y.size());
@@ -111,11 +127,9 @@ TEST_CASE("linear forward and backward match the reference with every GEMM", "[g
     CAPTURE(gemm_impl_name(impl));
     const cuda::GemmContext ctx{impl, stream.get(), cublas.get()};
 
-    // Without activation, then with each of the table's; the pre-activation z kept where the activation's
-    // derivative reads it, and then equal to the product without activation.
-    for (int a = -1; a < static_cast<int>(kActivations.size()); ++a) {
-      const Activation act = a < 0 ? Activation::identity : kActivations[static_cast<std::size_t>(a)].id;
-      CAPTURE(activation_name(act));
+    // The pre-activation z kept where the activation's derivative reads it, and then equal to the product
+    // without activation.
+    {
       poison(d_y);
       poison(d_z);
       float* z = keeps_pre_activation(act) ? d_z.data() : nullptr;
@@ -124,10 +138,9 @@ TEST_CASE("linear forward and backward match the reference with every GEMM", "[g
       // difference, 0.5 z (1 + erf(z / sqrt 2)), so erff's documented 2 ulps (2^-23 near erf = -1, as an
       // H200 and the emulated device give it) move it by up to |z| 2^-24 however small it is, and the
       // product's own rounding reaches it through a slope of at most 1.13. ReLU's output keeps its own norm.
-      const bool against_input = a >= 0 && keeps_pre_activation(act);
-      const auto& y_want = a < 0 ? c.y : c.y_act[static_cast<std::size_t>(a)];
-      CHECK((against_input ? normwise_error(to_host(d_y), y_want, c.y)
-                           : max_rel_error(to_host(d_y), y_want)) <= kTolerance);
+      const bool against_input = keeps_pre_activation(act);
+      CHECK((against_input ? normwise_error(to_host(d_y), c.y_act, c.y)
+                           : max_rel_error(to_host(d_y), c.y_act)) <= kTolerance);
       if (z != nullptr) CHECK(max_rel_error(to_host(d_z), c.y) <= kTolerance);
 
       poison(d_dw);
@@ -139,9 +152,8 @@ TEST_CASE("linear forward and backward match the reference with every GEMM", "[g
       CHECK(max_rel_error(to_host(d_db), c.db) <= kTolerance);
       // GELU's derivative likewise against dy w, the gradient it scales (its erff and expf terms are off by
       // about 1e-7 of it at most).
-      const auto& dx_want = a < 0 ? c.dx : c.dx_act[static_cast<std::size_t>(a)];
-      CHECK((against_input ? normwise_error(to_host(d_dx), dx_want, c.dx)
-                           : max_rel_error(to_host(d_dx), dx_want)) <= kTolerance);
+      CHECK((against_input ? normwise_error(to_host(d_dx), c.dx_act, c.dx)
+                           : max_rel_error(to_host(d_dx), c.dx_act)) <= kTolerance);
     }
 
     // fc1's backward: no dx, which must then be left untouched.
@@ -194,13 +206,30 @@ TEST_CASE("cuBLAS in TF32 stays within TF32's rounding of the reference", "[gpu]
   CHECK(max_rel_error(to_host(d_db), c.db) <= kTolerance);
 }
 
+namespace {
+const std::vector<int> kGemmRows{1, 22, 64, 65};
+std::vector<int> gemm_columns() {
+  return gpu_test::sweep({10, 256, 300}, {10, 300});
+}
+std::vector<int> gemm_depths() {
+  return gpu_test::sweep({10, 64, 784, 1000}, {10, 64, 100});
+}
+}  // namespace
+
 TEST_CASE("the hand-written GEMMs give the same bits", "[gpu][linear]") {
   // Each sums every element of C in one thread, k ascending, with fused multiply-adds from 0, then the
   // epilogue: the same operations in the same order, whatever the tiling. (cuBLAS is not held to this.)
-  const int m = GENERATE(1, 22, 64, 65);
-  const int n = GENERATE(from_range(gpu_test::sweep({10, 256, 300}, {10, 300})));
-  const int k = GENERATE(from_range(gpu_test::sweep({10, 64, 784, 1000}, {10, 64, 100})));
-  CAPTURE(m, n, k);
+  const int m = GENERATE(from_range(kGemmRows));
+  const int n = GENERATE(from_range(gemm_columns()));
+  const int k = GENERATE(from_range(gemm_depths()));
+  // With no epilogue the raw sums are compared; with the bias and an activation's derivative, their order
+  // too: no epilogue or one of the table's activations, in turn across the shapes, each with every m, n
+  // and k.
+  const int activation = in_turn(1 + static_cast<int>(kActivations.size()),
+                                 {{kGemmRows, m}, {gemm_columns(), n}, {gemm_depths(), k}}) -
+                         1;
+  const bool epilogue = activation >= 0;
+  CAPTURE(m, n, k, epilogue ? kActivations[static_cast<std::size_t>(activation)].name : "none");
   Rng rng(static_cast<std::uint64_t>(m) * 7907u + static_cast<std::uint64_t>(n) * 101u +
           static_cast<std::uint64_t>(k));
   const auto nm = static_cast<std::size_t>(m), nn = static_cast<std::size_t>(n),
@@ -211,11 +240,6 @@ TEST_CASE("the hand-written GEMMs give the same bits", "[gpu][linear]") {
   const auto d_mask = to_device(random_floats(nm * nn, rng));
   DeviceBuffer<float> d_c(nm * nn);
   Stream stream;
-  // With no epilogue the raw sums are compared; with the bias and an activation's derivative, their order
-  // too (every activation of the table).
-  const int activation = GENERATE(-1, range(0, static_cast<int>(kActivations.size())));
-  const bool epilogue = activation >= 0;
-  CAPTURE(epilogue ? kActivations[static_cast<std::size_t>(activation)].name : "none");
   for (const bool trans_a : {false, true}) {
     for (const bool trans_b : {false, true}) {
       CAPTURE(trans_a, trans_b);
