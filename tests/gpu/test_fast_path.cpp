@@ -48,10 +48,10 @@ constexpr int kBatch = 64;
 constexpr std::uint64_t kSeed = 5;
 // 8 full batches and a short one of 40 rows: an epoch is 9 steps, so the 40 steps cross four epoch ends,
 // each with its short batch, and start each new epoch at an offset the device counter must be reset to; a
-// queue of 7 steps fills before the epoch's end cuts it. Under a sanitizer, 3 full batches and the short
-// one, and 12 steps: three epochs, in which each shape is warmed up, captured and replayed.
-constexpr int kFullBatches = kUnderSanitizer ? 3 : 8;
-constexpr long kSteps = kUnderSanitizer ? 12 : 40;
+// queue of 7 steps fills before the epoch's end cuts it. Under a sanitizer, 2 full batches and the short
+// one, and 9 steps: three epochs, in which each shape is warmed up, captured and replayed.
+constexpr int kFullBatches = kUnderSanitizer ? 2 : 8;
+constexpr long kSteps = kUnderSanitizer ? 9 : 40;
 constexpr int kTrainRows = kFullBatches * kBatch + 40;
 
 enum class Reduce { host, nccl, same_device };
@@ -632,6 +632,9 @@ class DivergenceListener final : public TrainListener {
   long poison_after_;
 };
 
+// The divergence tests' training rows: epochs of 9 steps; under a sanitizer of 4 (3 full batches), so that
+// queues of several steps form and replay before the poisoned step.
+constexpr int kDivergenceRows = (kUnderSanitizer ? 3 : kFullBatches) * kBatch + 40;
 // A resumed run's first step (epoch 1, step 4; under a sanitizer epoch 1, step 0), the step whose loss a
 // test makes not finite (epoch 3, step 4; epoch 2, step 1) and the run's end.
 constexpr long kStartStep = kUnderSanitizer ? 4 : 13;
@@ -741,7 +744,7 @@ TEST_CASE("each step's loss is checked on the device and the first non-finite st
                                 {"persistent, 7 steps a launch", persistent}};
   const Poison poison = GENERATE(Poison::parameters, Poison::huge_lr);
   CAPTURE(poison == Poison::parameters ? "poisoned parameters" : "lr 1e30");
-  const DataSplits data = testing::synthetic_splits(kTrainRows, 10, 97);
+  const DataSplits data = testing::synthetic_splits(kDivergenceRows, 10, 97);
   for (const Path& path : paths) {
     CAPTURE(path.name);
     const Divergence d = diverge(data, path.options, 1, Reduce::nccl, poison);
@@ -764,7 +767,7 @@ TEST_CASE("the loss checked on the device names the first non-finite step with t
   // Only the last replica's parameters are poisoned: its own loss is NaN, the other two's finite, and each
   // replica checks the all-reduced sum, so replica 0 names the step too. On one GPU (the same-device sum,
   // plain and with gradient graphs and the fused head) and through NCCL over three GPUs where there are.
-  const DataSplits data = testing::synthetic_splits(kTrainRows, 10, 101);
+  const DataSplits data = testing::synthetic_splits(kDivergenceRows, 10, 101);
   const Poison poison = GENERATE(Poison::parameters, Poison::huge_lr);
   const bool fast = GENERATE(false, true);
   CAPTURE(poison == Poison::parameters ? "poisoned parameters" : "lr 1e30", fast);
@@ -783,7 +786,7 @@ TEST_CASE("the loss checked on the device names the first non-finite step with t
 TEST_CASE("the device's record and the log lines name the same step", "[gpu][divergence]") {
   // A log line every step reads every loss on the host: the step it names is the first bad one whatever the
   // record says. The record must agree, on the plain path and on the fastest.
-  const DataSplits data = testing::synthetic_splits(kTrainRows, 10, 103);
+  const DataSplits data = testing::synthetic_splits(kDivergenceRows, 10, 103);
   CudaStepOptions persistent{GemmImpl::slab, true, true, true};
   persistent.persistent = true;
   persistent.steps_per_graph = 7;

@@ -31,6 +31,11 @@ namespace {
 
 using L = ParamLayout;
 
+// Full batches an epoch: 9, and under a sanitizer 2 (each epoch still ends in its short batch of 13 rows).
+constexpr int kFullBatches = kUnderSanitizer ? 2 : 9;
+constexpr std::size_t kSteps = 2 * (kFullBatches + 1);
+constexpr int kTrainRows = kFullBatches * 64 + 13;
+
 // A world of one process: every collective leaves its argument as it is.
 class SoloProcessGroup final : public ProcessGroup {
  public:
@@ -56,7 +61,7 @@ struct Run {
   std::vector<float> losses;
 };
 
-// 20 steps over two epochs of 9 full batches and a short one, momentum 0.9, through the given communicator
+// Two epochs of kFullBatches full batches and a short one, momentum 0.9, through the given communicator
 // (null: none, the one-replica reference).
 Run train(const DataSplits& data, bool through_rank_communicator,
           std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
@@ -95,10 +100,10 @@ Run train(const DataSplits& data, bool through_rank_communicator,
 
 TEST_CASE("the multi-process NCCL communicator, world of one: the one-replica run to the bit",
           "[gpu][nccl]") {
-  const DataSplits data = testing::synthetic_splits(9 * 64 + 13, 10, 31);
+  const DataSplits data = testing::synthetic_splits(kTrainRows, 10, 31);
   const Run reference = train(data, false);
   const Run ranked = train(data, true);
-  REQUIRE(reference.losses.size() == 20);
+  REQUIRE(reference.losses.size() == kSteps);
   CHECK(bitwise_equal(ranked.losses, reference.losses));
   CHECK(bitwise_equal(ranked.params, reference.params));
 }
@@ -129,7 +134,7 @@ using testing::ScopedEnv;
 TEST_CASE(
     "the multi-process NCCL communicator polled through ncclInProgress gives the bits of calls done at once",
     "[gpu][nccl]") {
-  const DataSplits data = testing::synthetic_splits(9 * 64 + 13, 10, 31);
+  const DataSplits data = testing::synthetic_splits(kTrainRows, 10, 31);
   Run at_once;
   {
     const ScopedEnv polls("MNISTDP_EMU_NCCL_POLLS", "0");
@@ -140,7 +145,7 @@ TEST_CASE(
     const ScopedEnv polls("MNISTDP_EMU_NCCL_POLLS", "7");
     polled = train(data, true);
   }
-  REQUIRE(at_once.losses.size() == 20);
+  REQUIRE(at_once.losses.size() == kSteps);
   CHECK(bitwise_equal(polled.losses, at_once.losses));
   CHECK(bitwise_equal(polled.params, at_once.params));
 }
