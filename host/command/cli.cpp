@@ -259,17 +259,6 @@ void check_consistency(const TrainOptions& o) {
             fast));
     }
   }
-  // The fused kernels read ReLU's derivative from h (kernels/cuda/fused/): another activation is refused
-  // before anything is loaded, rather than trained with the wrong derivative.
-  if (o.train.activation != Activation::relu) {
-    for (const char* fused : {"--fused-head", "--fused-step", "--pdl", "--persistent"}) {
-      if (o.is_given(fused))
-        throw UsageError(fmt::format(
-            "--activation {}: {} runs kernels written for relu alone; leave it out to train {} with the "
-            "plain launches",
-            activation_name(o.train.activation), fused, activation_name(o.train.activation)));
-    }
-  }
   if (o.tf32 && o.gemm != "cublas")
     throw UsageError(
         "--tf32 is cuBLAS's tensor-core mode: it needs --gemm cublas (the hand-written products "

@@ -141,7 +141,7 @@ cudaError_t query_cuda_device(int index, CudaDeviceInfo& info, const char** fail
 }
 
 CudaReplica::CudaReplica(const DataSplits& data, int device, const CudaStepOptions& options)
-    : options_(options), device_(select_device(device)), way_(step_launch_way(options)) {
+    : options_(options), device_(select_device(device)) {
   check_split(data.train, "training");
   check_split(data.test, "test");
   if (options_.steps_per_graph < 1)
@@ -223,7 +223,7 @@ CudaReplica::CudaReplica(const DataSplits& data, int device, const CudaStepOptio
   step_.emplace(step_view(), kernels, &timeline_);
   StepLaunchSettings settings;
   settings.steps_per_graph = options_.steps_per_graph;
-  launch_ = step_launch_entry(way_).make(*step_, settings);
+  launch_ = step_launch_entry(launch_way()).make(*step_, settings);
   plain_ = step_launch_entry(StepLaunchWay::plain).make(*step_, settings);
   ensure_rows(std::max(kInitialRows, std::min(kEvalChunk, std::max(test_count_, 1))));
   const int chunks = (test_count_ + kEvalChunk - 1) / kEvalChunk;
@@ -418,6 +418,7 @@ StepView CudaReplica::step_view() {
   b.logits = logits_.data();
   b.dlogits = dlogits_.data();
   b.watch = loss_watch_.data();
+  b.activation = options_.activation;
   return b;
 }
 

@@ -93,7 +93,7 @@ struct CudaStepOptions {
   // with cuda_graphs run as the whole-step graphs, fused or queued steps and the persistent kernel above.
   // Otherwise step_alone declines, and the fast paths that need a lone replica stand aside.
   bool alone = false;
-  // The hidden layer's activation (kernels/ref/activation.hpp); the fused paths take ReLU alone.
+  // The hidden layer's activation (kernels/ref/activation.hpp), on every path.
   Activation activation = kDefaultActivation;
 };
 
@@ -156,7 +156,7 @@ class CudaReplica final : public Replica {
 
   bool cuda_graphs() const { return options_.cuda_graphs; }
   // The way its steps are launched (step_launch.hpp).
-  StepLaunchWay launch_way() const { return way_; }
+  StepLaunchWay launch_way() const { return step_launch_way(options_); }
 
   // How the steps ran (step_launch.hpp); zeros without CUDA graphs.
   using GraphCounts = StepGraphCounts;
@@ -196,7 +196,6 @@ class CudaReplica final : public Replica {
 
   const CudaStepOptions options_;  // as made; everything else about how it steps follows from them
   int device_;
-  StepLaunchWay way_;
   // The device's most blocks per SM for the persistent kernel (queried with persistent); 0: no cooperative
   // launches.
   int persistent_most_blocks_per_sm_ = 0;

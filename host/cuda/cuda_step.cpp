@@ -22,13 +22,10 @@ using L = ParamLayout;
 
 CudaStep::CudaStep(const StepView& buffers, const StepKernels& kernels, DeviceTimeline* timeline)
     : b_(buffers), k_(kernels), timeline_(timeline) {
-  // The fused kernels apply ReLU's derivative from h (kernels/cuda/fused/); another activation would be
-  // trained with the wrong one.
-  if (k_.activation != Activation::relu && (k_.fused_head || k_.fused_step || k_.persistent_blocks > 0))
-    throw std::invalid_argument(
-        fmt::format("--activation {}: the fused kernels (--fused-head, --fused-step, --pdl, --persistent) "
-                    "take relu alone",
-                    activation_name(k_.activation)));
+  // The fused kernels take the activation from the view, the plain launches from the kernels: one activation.
+  if (b_.activation != k_.activation)
+    throw std::invalid_argument(fmt::format("CudaStep: buffers kept for activation {}, kernels for {}",
+                                            activation_name(b_.activation), activation_name(k_.activation)));
 }
 
 void CudaStep::fc1_forward(int rows) const {

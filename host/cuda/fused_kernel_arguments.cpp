@@ -24,6 +24,8 @@ cuda::GatherLinearArgs gather_linear_args(const StepView& b, int rows) {
   forward.x = b.x;
   forward.y = b.y;
   forward.h = b.h;
+  forward.z = b.z;
+  forward.activation = b.activation;
   forward.batch = rows;
   forward.in = L::kInput;
   forward.out = L::kHidden;
@@ -35,6 +37,8 @@ cuda::ClassifierHeadArgs classifier_head_args(const StepView& b, int rows, float
   const auto g = ParamViews<float>::of(b.grads);
   cuda::ClassifierHeadArgs head;
   head.h = b.h;
+  head.z = b.z;
+  head.activation = b.activation;
   head.w = w.fc2_weight;
   head.b = w.fc2_bias;
   head.labels = b.y;

@@ -7,11 +7,12 @@
 
 #include "kernels/cuda/ops/loss_watch.hpp"
 #include "kernels/cuda/runtime/launch_order.hpp"
+#include "kernels/ref/activation.hpp"
 #include "kernels/ref/sgd.hpp"
 
 namespace mnistdp {
 
-// A step's device buffers, as CudaReplica holds them.
+// A step's device buffers, as CudaReplica holds them, and the activation h came out of.
 struct StepView {
   const std::uint8_t* images = nullptr;  // [n_images, 784], the training set
   const std::uint8_t* labels = nullptr;  // [n_images]
@@ -28,6 +29,7 @@ struct StepView {
   float* logits = nullptr;               // [rows, 10]
   float* dlogits = nullptr;              // [rows, 10]
   cuda::LossWatch* watch = nullptr;      // [1]: the loss record every step moves on, or nullptr for none
+  Activation activation = kDefaultActivation;  // the hidden layer's: h = activation(z)
 };
 
 // The classifier head (kernels/cuda/fused/classifier_head.hpp) over h and y: the logits, their gradient, the

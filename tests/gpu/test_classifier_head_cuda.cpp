@@ -1,6 +1,6 @@
 // The fused classifier head (kernels/cuda/fused/classifier_head.hpp) against the plain path's launches, to
 // the bit, and against the reference ops within the GPU tests' tolerance, on shapes that are not multiples of
-// any tile, with every output poisoned before the launch.
+// any tile, with every output poisoned before the launch, each hidden activation of the table in turn.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -24,20 +24,29 @@ struct HeadOutputs {
   std::vector<float> logits, dlogits, loss, dw, db, dh, dh_sums;
 };
 
-// The inputs of one case: h as fc1's ReLU leaves it (about half exact zeros), fc2's parameters and labels.
+// The inputs of one case: h as fc1's activation leaves it (ReLU's about half exact zeros) and z, what it came
+// from, where the activation's derivative reads it; fc2's parameters and labels.
 struct HeadInputs {
   int batch, hidden, classes;
+  Activation act;
   float grad_scale;
-  std::vector<float> h, w, b;
+  std::vector<float> z, h, w, b;
   std::vector<std::uint8_t> labels;
 
-  HeadInputs(int batch_, int hidden_, int classes_, Rng& rng)
-      : batch(batch_), hidden(hidden_), classes(classes_), grad_scale(1.0f / static_cast<float>(batch_ + 5)) {
+  HeadInputs(int batch_, int hidden_, int classes_, Activation act_, Rng& rng)
+      : batch(batch_),
+        hidden(hidden_),
+        classes(classes_),
+        act(act_),
+        grad_scale(1.0f / static_cast<float>(batch_ + 5)) {
     const auto nb = static_cast<std::size_t>(batch), nh = static_cast<std::size_t>(hidden),
                nc = static_cast<std::size_t>(classes);
-    h = random_floats(nb * nh, rng, -1.0f, 2.0f);
-    for (float& v : h)
-      v = std::max(v, 0.0f);
+    z = random_floats(nb * nh, rng, -3.0f, 3.0f);
+    h.resize(z.size());
+    with_activation(act, [&](auto id) {
+      std::transform(z.begin(), z.end(), h.begin(), ActivationFn<decltype(id)::value>::forward);
+    });
+    if (!keeps_pre_activation(act)) z.clear();
     w = random_floats(nc * nh, rng);
     b = random_floats(nc, rng);
     labels = random_bytes(nb, rng, static_cast<std::uint32_t>(classes));
@@ -76,7 +85,7 @@ HeadOutputs reference(const HeadInputs& in) {
   want.loss = {ref::softmax_xent(want.logits.data(), in.labels.data(), want.dlogits.data(), in.batch,
                                  in.classes, in.grad_scale)};
   ref::linear_backward(want.dlogits.data(), in.h.data(), in.w.data(), want.dw.data(), want.db.data(),
-                       want.dh.data(), fc2, Activation::relu);
+                       want.dh.data(), fc2, in.act, in.z.empty() ? nullptr : in.z.data());
   for (int r = 0; r < in.batch; ++r) {
     for (int k = 0; k < in.hidden; ++k)
       want.dh_sums[static_cast<std::size_t>(k)] += want.dh[static_cast<std::size_t>(r * in.hidden + k)];
@@ -91,15 +100,23 @@ TEST_CASE("the classifier head equals the plain launches to the bit and the refe
   const int batch = GENERATE(from_range(sweep({0, 1, 7, 33, 64, 65, 100, 601}, {0, 7, 65, 100, 601})));
   const int hidden = GENERATE(from_range(sweep({1, 37, 256, 300}, {1, 37, 300})));
   const int classes = GENERATE(1, 10, 33);
-  CAPTURE(batch, hidden, classes);
+  // The table's activations in turn across the shapes, each on every size of each dimension.
+  const Activation act = kActivations[static_cast<std::size_t>(in_turn(
+                                          static_cast<int>(kActivations.size()),
+                                          {{{0, 1, 7, 33, 64, 65, 100, 601}, batch},
+                                           {{1, 37, 256, 300}, hidden},
+                                           {{1, 10, 33}, classes}}))]
+                             .id;
+  CAPTURE(batch, hidden, classes, activation_name(act));
   if (!cuda::classifier_head_fits(batch, classes)) {
     CHECK(classes == 33);  // 10 classes fit up to 601 rows; 33 up to 182
     return;
   }
   Rng rng(static_cast<std::uint64_t>(batch) * 7919u + static_cast<std::uint64_t>(hidden) * 31u +
           static_cast<std::uint64_t>(classes));
-  const HeadInputs in(batch, hidden, classes, rng);
+  const HeadInputs in(batch, hidden, classes, act, rng);
   const auto d_h = to_device(in.h);
+  const auto d_z = to_device(in.z);
   const auto d_w = to_device(in.w);
   const auto d_b = to_device(in.b);
   const auto d_labels = to_device(in.labels);
@@ -108,6 +125,8 @@ TEST_CASE("the classifier head equals the plain launches to the bit and the refe
   DeviceOutputs fused(in);
   cuda::ClassifierHeadArgs args;
   args.h = d_h.data();
+  args.z = d_z.data();
+  args.activation = act;
   args.w = d_w.data();
   args.b = d_b.data();
   args.labels = d_labels.data();
@@ -136,7 +155,7 @@ TEST_CASE("the classifier head equals the plain launches to the bit and the refe
     cuda::softmax_xent(plain.logits.data(), d_labels.data(), plain.dlogits.data(), plain.loss.data(), batch,
                        classes, in.grad_scale, stream.get());
     cuda::linear_backward(plain.dlogits.data(), d_h.data(), d_w.data(), plain.dw.data(), plain.db.data(),
-                          plain.dh.data(), fc2, Activation::relu, ctx);
+                          plain.dh.data(), fc2, act, ctx, d_z.data());
     cuda::column_sums(plain.dh.data(), plain.dh_sums.data(), batch, hidden, stream.get());
     const HeadOutputs want = plain.to_host_all();
     CHECK(bitwise_equal(got.logits, want.logits));

@@ -38,7 +38,14 @@ TEST_CASE("the gathered forward product equals the gather and the forward produc
   const int batch = GENERATE(1, 7, 64, 65);
   const int in = GENERATE(1, 33, 300, 784);  // 300 and 784: more than one slab of k
   const int out = GENERATE(1, 10, 256);
-  CAPTURE(batch, in, out);
+  // The activations of the table in turn across the shapes, each on every size of each dimension.
+  const Activation act =
+      kActivations[static_cast<std::size_t>(in_turn(static_cast<int>(kActivations.size()),
+                                                    {{{1, 7, 64, 65}, batch}, {{1, 33, 300, 784}, in},
+                                                     {{1, 10, 256}, out}}))]
+          .id;
+  const bool keeps_z = keeps_pre_activation(act);
+  CAPTURE(batch, in, out, activation_name(act));
   constexpr int kImages = 500;
   Rng rng(static_cast<std::uint64_t>(batch) * 100003u + static_cast<std::uint64_t>(in) * 101u +
           static_cast<std::uint64_t>(out));
@@ -62,9 +69,9 @@ TEST_CASE("the gathered forward product equals the gather and the forward produc
   const auto d_b = to_device(b);
   const auto nx = static_cast<std::size_t>(batch) * static_cast<std::size_t>(in);
   const auto nh = static_cast<std::size_t>(batch) * static_cast<std::size_t>(out);
-  DeviceBuffer<float> x(nx), h(nh), plain_x(nx), plain_h(nh);
+  DeviceBuffer<float> x(nx), h(nh), z(nh), plain_x(nx), plain_h(nh), plain_z(nh);
   DeviceBuffer<std::uint8_t> y(static_cast<std::size_t>(batch)), plain_y(static_cast<std::size_t>(batch));
-  for (auto* buffer : {&x, &h, &plain_x, &plain_h})
+  for (auto* buffer : {&x, &h, &z, &plain_x, &plain_h, &plain_z})
     poison(*buffer);
   poison(y);
   poison(plain_y);
@@ -80,6 +87,8 @@ TEST_CASE("the gathered forward product equals the gather and the forward produc
   args.x = x.data();
   args.y = y.data();
   args.h = h.data();
+  args.z = keeps_z ? z.data() : nullptr;
+  args.activation = act;
   args.batch = batch;
   args.in = in;
   args.out = out;
@@ -87,6 +96,7 @@ TEST_CASE("the gathered forward product equals the gather and the forward produc
   const auto got_x = to_host(x);
   const auto got_y = to_host(y);
   const auto got_h = to_host(h);
+  const auto got_z = to_host(z);
 
   cuda::gather_normalize_at(d_images.data(), d_labels.data(), d_order.data(), d_first.data(), plain_x.data(),
                             plain_y.data(), batch, in, stream.get());
@@ -95,9 +105,12 @@ TEST_CASE("the gathered forward product equals the gather and the forward produc
   for (GemmImpl impl : kHandWritten) {
     CAPTURE(gemm_impl_name(impl));
     poison(plain_h);
-    cuda::linear_forward(plain_x.data(), d_w.data(), d_b.data(), plain_h.data(), {batch, in, out},
-                         Activation::relu, {impl, stream.get(), nullptr});
+    poison(plain_z);
+    cuda::linear_forward(plain_x.data(), d_w.data(), d_b.data(), plain_h.data(), {batch, in, out}, act,
+                         {impl, stream.get(), nullptr}, keeps_z ? plain_z.data() : nullptr);
     CHECK(bitwise_equal(got_h, to_host(plain_h)));
+    // z as the plain path keeps it, or untouched (still poisoned in both) where the activation needs none.
+    CHECK(bitwise_equal(got_z, to_host(plain_z)));
   }
 }
 
@@ -238,18 +251,21 @@ TEST_CASE("the fused step's kernels refuse what they cannot take", "[gpu][fused_
 namespace {
 
 // SimpleNet's buffers for the fused step, on the device, all from one seed: 300 images (four batches of 64
-// and one of 44, say), parameters, momentum, and every output poisoned; activations for `rows` rows.
+// and one of 44, say), parameters, momentum, and every output poisoned; activations for `rows` rows, z among
+// them where the hidden layer's activation keeps it.
 struct FusedStepState {
   static constexpr int kImages = 300;
   using L = ParamLayout;
   DeviceBuffer<std::uint8_t> images, labels, y;
   DeviceBuffer<std::int32_t> order;
   DeviceBuffer<int> cursor;
-  DeviceBuffer<float> params, grads, momentum, x, h, dh, logits, dlogits;
+  DeviceBuffer<float> params, grads, momentum, x, h, z, dh, logits, dlogits;
   std::size_t dh_offset = 0;  // 1: dh's rows not 16-byte aligned, so that the last kernel loads it as scalars
+  Activation activation = kDefaultActivation;
 
-  explicit FusedStepState(std::uint64_t seed, int batch_rows = 64, bool misaligned_dh = false)
-      : dh_offset(misaligned_dh ? 1 : 0) {
+  explicit FusedStepState(std::uint64_t seed, int batch_rows = 64, bool misaligned_dh = false,
+                          Activation act = kDefaultActivation)
+      : dh_offset(misaligned_dh ? 1 : 0), activation(act) {
     const auto n = static_cast<std::size_t>(batch_rows);
     Rng rng(seed);
     images = to_device(random_bytes(std::size_t{kImages} * L::kInput, rng));
@@ -265,6 +281,7 @@ struct FusedStepState {
     x = DeviceBuffer<float>(n * L::kInput);
     y = DeviceBuffer<std::uint8_t>(n);
     h = DeviceBuffer<float>(n * L::kHidden);
+    if (keeps_pre_activation(act)) z = DeviceBuffer<float>(n * L::kHidden);
     dh = DeviceBuffer<float>(n * L::kHidden + dh_offset);
     logits = DeviceBuffer<float>(n * L::kClasses);
     dlogits = DeviceBuffer<float>(n * L::kClasses);
@@ -272,6 +289,7 @@ struct FusedStepState {
     poison(x);
     poison(y);
     poison(h);
+    poison(z);
     poison(dh);
     poison(logits);
     poison(dlogits);
@@ -289,6 +307,8 @@ struct FusedStepState {
     v.x = x.data();
     v.y = y.data();
     v.h = h.data();
+    v.z = z.data();
+    v.activation = activation;
     v.dh = dh.data() + dh_offset;
     v.logits = logits.data();
     v.dlogits = dlogits.data();
@@ -311,6 +331,7 @@ void check_same_buffers(const FusedStepState& got, const FusedStepState& want) {
   CHECK(bitwise_equal(to_host(got.x), to_host(want.x)));
   CHECK(bitwise_equal(to_host(got.y), to_host(want.y)));
   CHECK(bitwise_equal(to_host(got.h), to_host(want.h)));
+  CHECK(bitwise_equal(to_host(got.z), to_host(want.z)));
   CHECK(bitwise_equal(to_host(got.dh), to_host(want.dh)));
   CHECK(bitwise_equal(to_host(got.logits), to_host(want.logits)));
   CHECK(bitwise_equal(to_host(got.dlogits), to_host(want.dlogits)));
@@ -375,9 +396,16 @@ TEST_CASE("the persistent kernel gives the fused step's bits, every buffer", "[g
       {sgd_config(0.02f, 0.8f, 0.1f, 0.0f, true)})));
   // dh not 16-byte aligned: phase 3 (and the last kernel) with scalar loads.
   const bool misaligned_dh = GENERATE(false, true);
-  CAPTURE(rows, full_steps, short_rows, blocks, sgd.lr, sgd.momentum, sgd.nesterov, misaligned_dh);
+  // The table's activations in turn, each with both alignments and every shape.
+  const Activation act =
+      kActivations[static_cast<std::size_t>(
+                       in_turn(static_cast<int>(kActivations.size()),
+                               {{{0, 1}, static_cast<int>(misaligned_dh)}, {{64, 100, 1, 65}, rows}}))]
+          .id;
+  CAPTURE(rows, full_steps, short_rows, blocks, sgd.lr, sgd.momentum, sgd.nesterov, misaligned_dh,
+          activation_name(act));
   REQUIRE(rows * full_steps + short_rows <= FusedStepState::kImages);
-  FusedStepState fused(97, rows, misaligned_dh), persistent(97, rows, misaligned_dh);
+  FusedStepState fused(97, rows, misaligned_dh, act), persistent(97, rows, misaligned_dh, act);
   Stream stream;
   const cudaStream_t s = stream.get();
 

@@ -58,6 +58,8 @@ struct LoneRun {
   std::vector<float> params;
   std::vector<std::vector<StepMarks>> trace;
   long whole_steps = 0;  // steps the way ran as graphs or in the persistent kernel
+  long fused_head_steps = 0;
+  long fused_steps = 0;
 };
 
 // A lone replica trained by the Trainer, momentum 0.9: 5 epochs of 3 full batches and a short one of 8 rows.
@@ -85,6 +87,8 @@ LoneRun train_alone(const CudaStepOptions& options, long trace_steps) {
   replica.store_parameters(run.params);
   const StepGraphCounts c = replica.graph_counts();
   run.whole_steps = c.replayed + c.plain + replica.persistent_launches();
+  run.fused_head_steps = replica.fused_head_steps();
+  run.fused_steps = replica.fused_steps();
   return run;
 }
 
@@ -125,5 +129,34 @@ TEST_CASE("every way of launching a step gives a lone replica the plain way's pa
       for (int i = 1; i < kMarksPerStep; ++i)
         CHECK(m[i] >= m[i - 1]);
     CHECK(traced.whole_steps > 0);
+  }
+}
+
+TEST_CASE("the fused paths take the hidden layer's activation: fused head, fused step and persistent kernel "
+          "give the plain way's parameters",
+          "[gpu][step_launch]") {
+  // Every activation of the table; under a sanitizer those other than the default, which the fast paths'
+  // own tests train at length.
+  for (const ActivationRow& row : kActivations) {
+    if (kUnderSanitizer && row.id == kDefaultActivation) continue;
+    CAPTURE(row.name);
+    auto with_activation_of_row = [&](CudaStepOptions o) {
+      o.activation = row.id;
+      return o;
+    };
+    const LoneRun plain = train_alone(with_activation_of_row(options_for(StepLaunchWay::plain)), 0);
+    CudaStepOptions head = with_activation_of_row(options_for(StepLaunchWay::graph_per_step));
+    head.fused_head = true;
+    const LoneRun fused_head = train_alone(head, 0);
+    CHECK(fused_head.fused_head_steps > 0);
+    CHECK(bitwise_equal(fused_head.params, plain.params));
+    CudaStepOptions step = head;
+    step.fused_step = step.programmatic_launch = true;
+    const LoneRun fused_step = train_alone(step, 0);
+    CHECK(fused_step.fused_steps > 0);
+    CHECK(bitwise_equal(fused_step.params, plain.params));
+    const LoneRun persistent = train_alone(with_activation_of_row(options_for(StepLaunchWay::persistent)), 0);
+    CHECK(persistent.whole_steps > 0);
+    CHECK(bitwise_equal(persistent.params, plain.params));
   }
 }

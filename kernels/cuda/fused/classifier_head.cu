@@ -17,11 +17,12 @@ using detail::kHeadThreads;
 // A block gets 48 KiB without opting in to more; the static warp_losses take a few bytes of it.
 constexpr long kMaxSharedBytes = 47 * 1024;
 
+template <Activation kAct>
 __global__ void __launch_bounds__(kHeadThreads) classifier_head_kernel(ClassifierHeadArgs a) {
   MNISTDP_DYNAMIC_SHARED(float, shared);
   detail::wait_for_previous_kernel();  // h (and in the fused step y) come from the kernel before
   detail::allow_next_kernel();
-  detail::classifier_head_block(a, static_cast<int>(blockIdx.x), shared);
+  detail::classifier_head_block<kAct>(a, static_cast<int>(blockIdx.x), shared);
 }
 
 }  // namespace
@@ -43,7 +44,8 @@ void validate(const ClassifierHeadArgs& a) {
                                 " classes do not fit in one block's shared memory");
   }
   // The per-row buffers are not touched without rows (and an empty device buffer has no address).
-  const bool rows_given = a.batch == 0 || (a.h && a.labels && a.logits && a.dlogits && a.dh);
+  const bool rows_given = a.batch == 0 || (a.h && a.labels && a.logits && a.dlogits && a.dh &&
+                                           (a.z || !keeps_pre_activation(a.activation)));
   if (!rows_given || !a.w || !a.b || !a.loss_sum || !a.dw || !a.db || !a.dh_sums)
     throw std::invalid_argument("classifier_head: null pointer");
 }
@@ -51,9 +53,11 @@ void validate(const ClassifierHeadArgs& a) {
 void classifier_head(const ClassifierHeadArgs& a, cudaStream_t stream, LaunchOrder order) {
   validate(a);
   const auto shared = static_cast<std::size_t>(detail::classifier_head_shared_bytes(a.batch, a.classes));
-  detail::launch_in_order<classifier_head_kernel>(
-      dim3(static_cast<unsigned>(head_split::grid_blocks(a.hidden, a.classes))), dim3(kHeadThreads), shared,
-      stream, order, a);
+  with_activation(a.activation, [&](auto act) {
+    detail::launch_in_order<classifier_head_kernel<decltype(act)::value>>(
+        dim3(static_cast<unsigned>(head_split::grid_blocks(a.hidden, a.classes))), dim3(kHeadThreads), shared,
+        stream, order, a);
+  });
 }
 
 }  // namespace mnistdp::cuda

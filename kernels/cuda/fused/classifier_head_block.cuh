@@ -33,8 +33,10 @@ __host__ __device__ constexpr long classifier_head_shared_bytes(int batch, int c
 
 // Block `block` of the head's grid (head_split::grid_blocks blocks), by the kHeadThreads threads of the
 // calling block, all of them. shared: classifier_head_shared_bytes. A caller that runs it again on the same
-// shared memory puts a __syncthreads() between the two.
+// shared memory puts a __syncthreads() between the two. kAct: a.activation, chosen by the launch.
+template <Activation kAct>
 __device__ __forceinline__ void classifier_head_block(const ClassifierHeadArgs& a, int block, float* shared) {
+  using Act = ActivationFn<kAct>;
   // 640 logits at batch 64 over 256 threads: 3 passes' worth in one.
   constexpr int kLogitsPerPass = 3;
   const int n_logits = a.batch * a.classes;
@@ -48,6 +50,8 @@ __device__ __forceinline__ void classifier_head_block(const ClassifierHeadArgs& 
   // read-only cache, which is not kept coherent within a launch, must not serve them: tests/ptx checks that
   // the compiled code never asks it to.)
   const float* __restrict__ h = a.h;                   // [batch, hidden]
+  // What the activation's derivative reads: z where it reads its input, else h.
+  const float* __restrict__ saved = Act::kReadsInput ? a.z : a.h;  // [batch, hidden]
   const float* __restrict__ w = a.w;                   // [classes, hidden]
   const float* __restrict__ b = a.b;                   // [classes]
   const std::uint8_t* __restrict__ labels = a.labels;  // [batch]
@@ -104,9 +108,8 @@ __device__ __forceinline__ void classifier_head_block(const ClassifierHeadArgs& 
   const int dw_count = a.classes * a.hidden;
   const int task = head_split::other_task(block, static_cast<int>(threadIdx.x), a.hidden);
   if (block < head_split::column_warps(a.hidden) && warp == 0) {
-    // dh[:, k] = dz w[:, k] times ReLU's derivative read from h (the fc2 input-gradient GEMM and its
-    // epilogue, the same function), and its sum
-    // over the rows in row order (column_sums).
+    // dh[:, k] = dz w[:, k] times the activation's derivative, read from h or z (the fc2 input-gradient
+    // GEMM and its epilogue, the same function), and its sum over the rows in row order (column_sums).
     const int k = block * kWarpSize + lane;
     if (k < a.hidden) {
       float sum = 0.0f;
@@ -116,7 +119,7 @@ __device__ __forceinline__ void classifier_head_block(const ClassifierHeadArgs& 
         for (int c = 0; c < a.classes; ++c)
           acc = fmaf(dz_row[c], w[static_cast<long>(c) * a.hidden + k], acc);
         const long at = static_cast<long>(r) * a.hidden + k;
-        const float g = activations::Relu::backward(acc, h[at]);  // a NaN in h keeps acc
+        const float g = Act::backward(acc, saved[at]);  // ReLU's: a NaN in h keeps acc
         a.dh[at] = g;
         sum += g;
       }

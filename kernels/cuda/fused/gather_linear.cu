@@ -10,6 +10,7 @@
 namespace mnistdp::cuda {
 namespace {
 
+template <Activation kAct>
 __global__ void __launch_bounds__(detail::slab::kThreads) gather_linear_kernel(GatherLinearArgs a) {
   MNISTDP_SHARED(detail::GatherLinearShared, s);
   // The table reads no memory. The fused step launches this kernel the serial way, so the wait returns at
@@ -18,7 +19,7 @@ __global__ void __launch_bounds__(detail::slab::kThreads) gather_linear_kernel(G
   detail::fill_pixel_table(s);
   detail::wait_for_previous_kernel();
   detail::allow_next_kernel();
-  detail::gather_linear_tile(a, *a.first, static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y), s,
+  detail::gather_linear_tile<kAct>(a, *a.first, static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y), s,
                              [] { __syncthreads(); });
 }
 
@@ -29,7 +30,8 @@ void validate(const GatherLinearArgs& a) {
     throw std::invalid_argument("gather_linear_forward: negative size");
   if (a.out == 0) throw std::invalid_argument("gather_linear_forward: a layer with no outputs");
   if (a.batch > 0 &&
-      (!a.images || !a.labels || !a.order || !a.b || !a.x || !a.y || !a.h || (a.in > 0 && !a.w)))
+      (!a.images || !a.labels || !a.order || !a.b || !a.x || !a.y || !a.h || (a.in > 0 && !a.w) ||
+       (keeps_pre_activation(a.activation) && !a.z)))
     throw std::invalid_argument("gather_linear_forward: null pointer");
 }
 
@@ -39,7 +41,9 @@ void gather_linear_forward(const GatherLinearArgs& a, cudaStream_t stream) {
   if (!a.first) throw std::invalid_argument("gather_linear_forward: null pointer");
   const dim3 grid(detail::ceil_div(a.out, detail::slab::kTileN),
                   detail::ceil_div(a.batch, detail::slab::kTileM));
-  detail::launch<gather_linear_kernel>(grid, detail::slab::kThreads, 0, stream, a);
+  with_activation(a.activation, [&](auto act) {
+    detail::launch<gather_linear_kernel<decltype(act)::value>>(grid, detail::slab::kThreads, 0, stream, a);
+  });
 }
 
 }  // namespace mnistdp::cuda

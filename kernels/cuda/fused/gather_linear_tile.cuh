@@ -29,8 +29,9 @@ __device__ __forceinline__ void fill_pixel_table(GatherLinearShared& s) {
 
 // The tile (tile_col, tile_row) of h, and of x and y where tile_col is 0, for the rows order[first, first +
 // a.batch). Threads 0 .. slab::kThreads - 1 call it, all of them, after fill_pixel_table; `barrier` is their
-// barrier (all the block's threads in a block of slab::kThreads, or a named barrier of just these).
-template <typename Barrier>
+// barrier (all the block's threads in a block of slab::kThreads, or a named barrier of just these). kAct:
+// a.activation, chosen by the launch.
+template <Activation kAct, typename Barrier>
 __device__ __forceinline__ void gather_linear_tile(const GatherLinearArgs& a, int first, int tile_col,
                                                    int tile_row, GatherLinearShared& s, Barrier barrier) {
   using namespace slab;
@@ -67,7 +68,7 @@ __device__ __forceinline__ void gather_linear_tile(const GatherLinearArgs& a, in
   const int col = col0 + tx();
   if (row < a.batch && col < a.out) {
     a.h[static_cast<long>(row) * a.out + col] =
-        apply_epilogue<Activation::relu>(acc, row, col, a.b, /*mask=*/nullptr, /*pre=*/nullptr, a.out);
+        apply_epilogue<kAct>(acc, row, col, a.b, /*mask=*/nullptr, /*pre=*/a.z, a.out);
   }
 }
 

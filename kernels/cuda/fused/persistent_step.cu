@@ -50,8 +50,9 @@ __device__ __forceinline__ void tile_barrier() {
   detail::named_barrier<kTileBarrier, detail::slab::kThreads>();
 }
 
-// kVectorDy: phase 3's loads of dy as vectors (weight_gradient_sgd_elements.cuh).
-template <bool kVectorDy>
+// kAct: the hidden layer's activation (a.forward.activation); kVectorDy: phase 3's loads of dy as vectors
+// (weight_gradient_sgd_elements.cuh).
+template <Activation kAct, bool kVectorDy>
 __global__ void __launch_bounds__(kThreads) persistent_step_kernel(PersistentStepArgs a) {
   // 16-byte aligned, as dynamic shared memory always is: the tile's struct holds a long.
   MNISTDP_DYNAMIC_SHARED(float4, shared);
@@ -77,7 +78,7 @@ __global__ void __launch_bounds__(kThreads) persistent_step_kernel(PersistentSte
     if (static_cast<int>(threadIdx.x) < detail::slab::kThreads) {
       detail::fill_pixel_table(tile);  // phase 2 overwrote it
       for (int t = block; t < tiles; t += blocks) {
-        detail::gather_linear_tile(a.forward, a.first + step * a.stride, t % tile_cols, t / tile_cols, tile,
+        detail::gather_linear_tile<kAct>(a.forward, a.first + step * a.stride, t % tile_cols, t / tile_cols, tile,
                                    tile_barrier);
       }
     }
@@ -85,7 +86,7 @@ __global__ void __launch_bounds__(kThreads) persistent_step_kernel(PersistentSte
     lap(0);
     for (int b = block; b < head_blocks; b += blocks) {
       if (b != block) __syncthreads();  // the block before is done with the shared logits
-      detail::classifier_head_block(a.head, b, head_shared);
+      detail::classifier_head_block<kAct>(a.head, b, head_shared);
     }
     grid.sync();
     lap(1);
@@ -116,14 +117,24 @@ int persistent_step_max_blocks_per_sm() {
   int cooperative = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, device));
   if (!cooperative) return 0;
-  // The fewer of the two instantiations', so that either may be launched.
-  int vector = 0;
-  int scalar = 0;
-  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&vector, persistent_step_kernel<true>, kThreads,
-                                                           kMaxSharedBytes));
-  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&scalar, persistent_step_kernel<false>, kThreads,
-                                                           kMaxSharedBytes));
-  return std::min(vector, scalar);
+  // The fewest of the instantiations', so that any may be launched.
+  int fewest = std::numeric_limits<int>::max();
+  auto count = [&](Activation id) {
+    with_activation(id, [&](auto act) {
+      constexpr Activation kAct = decltype(act)::value;
+      int vector = 0;
+      int scalar = 0;
+      CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&vector, persistent_step_kernel<kAct, true>,
+                                                               kThreads, kMaxSharedBytes));
+      CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&scalar, persistent_step_kernel<kAct, false>,
+                                                               kThreads, kMaxSharedBytes));
+      fewest = std::min({fewest, vector, scalar});
+    });
+  };
+  count(Activation::identity);  // with_activation compiles it too
+  for (const ActivationRow& row : kActivations)
+    count(row.id);
+  return fewest;
 }
 
 void persistent_steps(const PersistentStepArgs& a, int blocks, cudaStream_t stream) {
@@ -134,7 +145,8 @@ void persistent_steps(const PersistentStepArgs& a, int blocks, cudaStream_t stre
   const ClassifierHeadArgs& h = a.head;
   const WeightGradientSgdArgs& l = a.last;
   if (h.batch != f.batch || l.batch != f.batch || h.hidden != f.out || l.out != f.out || l.in != f.in ||
-      h.h != f.h || h.labels != f.y || l.dy != h.dh || l.x != f.x) {
+      h.h != f.h || h.z != f.z || h.activation != f.activation || h.labels != f.y || l.dy != h.dh ||
+      l.x != f.x) {
     throw std::invalid_argument("persistent_steps: the three phases' shapes or buffers disagree");
   }
   if (l.first_step || l.cursor)
@@ -150,13 +162,17 @@ void persistent_steps(const PersistentStepArgs& a, int blocks, cudaStream_t stre
   if (a.steps == 0) return;
   const std::size_t shared = shared_bytes(f.batch, h.classes);
   // A refused launch (more blocks than stay resident, say) throws CudaError.
-  if (detail::vector_dy_loads(l)) {
-    detail::launch_cooperative<persistent_step_kernel<true>>(dim3(static_cast<unsigned>(blocks)),
-                                                             dim3(kThreads), shared, stream, a);
-  } else {
-    detail::launch_cooperative<persistent_step_kernel<false>>(dim3(static_cast<unsigned>(blocks)),
-                                                              dim3(kThreads), shared, stream, a);
-  }
+  const bool vector_dy = detail::vector_dy_loads(l);
+  with_activation(f.activation, [&](auto act) {
+    constexpr Activation kAct = decltype(act)::value;
+    if (vector_dy) {
+      detail::launch_cooperative<persistent_step_kernel<kAct, true>>(dim3(static_cast<unsigned>(blocks)),
+                                                                     dim3(kThreads), shared, stream, a);
+    } else {
+      detail::launch_cooperative<persistent_step_kernel<kAct, false>>(dim3(static_cast<unsigned>(blocks)),
+                                                                      dim3(kThreads), shared, stream, a);
+    }
+  });
 }
 
 }  // namespace mnistdp::cuda
