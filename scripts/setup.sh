@@ -6,7 +6,7 @@
 set -euo pipefail
 
 packages=(
-  cmake ninja-build g++ pkg-config
+  cmake ninja-build g++ pkg-config gdb
   clang-14 libclang-rt-14-dev libomp-14-dev
   libfmt-dev catch2 zlib1g-dev libcli11-dev nlohmann-json3-dev libssl-dev
   libopenblas-dev libopenblas0-pthread libbenchmark-dev

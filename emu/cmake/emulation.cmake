@@ -16,7 +16,9 @@ endif()
 # The sanitizer builds (presets emu-asan and emu-tsan): every emulated CUDA thread's accesses checked as a
 # host thread's are. Everything is built so, as the sanitizers require of one process.
 if(MNISTDP_EMU_SANITIZER STREQUAL "address")
-  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer)
+  # Every call of a stack kept, calls in tail position included: a report's stack names every caller, and
+  # tests/docs/check_step_frames.py reads a step's whole way to its first launch off gdb's backtrace.
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-optimize-sibling-calls)
   add_link_options(-fsanitize=address,undefined)
   if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
     # GCC's flow analysis, perturbed by ASan's instrumentation, warns of uninitialised reads in the standard

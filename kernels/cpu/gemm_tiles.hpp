@@ -64,6 +64,9 @@ struct APanel {
   // A tile of `rows` rows from row0 reads the packed panel when it is one (row0 on a panel's start, as high
   // as that panel), A where it lies otherwise (the narrow last column block's taller tiles).
   ATile tile(int row0, int rows) const {
+    // A pass over no k (k = 0 makes one, for the epilogue) reads nothing of A, which may then be null (an
+    // empty batch): no offset is applied to it, as none may be to a null pointer.
+    if (pass.k1 == pass.k0) return {g.a, g.a_row_stride, g.a_col_stride};
     const bool is_panel = packed != nullptr && row0 % panel_rows == 0 &&
                           rows == (g.m - row0 < panel_rows ? g.m - row0 : panel_rows);
     if (!is_panel)
