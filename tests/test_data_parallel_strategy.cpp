@@ -40,11 +40,11 @@ struct Run {
   std::vector<float> losses;  // every step's
 };
 
-enum class Strategy { allreduce, dataparallel };
+enum class Algorithm { allreduce, dataparallel };
 
 // `replicas` CPU replicas for steps [start, end) from the given parameters and momentum (none: from the
 // seed's initialisation, no momentum yet).
-Run train(const DataSplits& data, int replicas, Strategy strategy, long start, long end,
+Run train(const DataSplits& data, int replicas, Algorithm strategy, long start, long end,
           const Run* from = nullptr) {
   std::vector<std::unique_ptr<Replica>> list;
   std::vector<Replica*> raw;
@@ -67,7 +67,7 @@ Run train(const DataSplits& data, int replicas, Strategy strategy, long start, l
   config.log_interval = 1;
   config.evaluate = false;
   auto make = [&]() -> Trainer {
-    if (strategy == Strategy::dataparallel)
+    if (strategy == Algorithm::dataparallel)
       return Trainer(std::move(list), make_host_data_parallel_links(raw), data.train.count, config);
     return Trainer(std::move(list), make_host_communicator(), data.train.count, config);
   };
@@ -94,8 +94,8 @@ TEST_CASE("DataParallel's step gives the all-reduce's parameters to the bit, and
   const DataSplits data = testing::synthetic_splits(kTrainRows, 10, 17);
   const int replicas = GENERATE(1, 2, 3, 4);
   CAPTURE(replicas);
-  const Run allreduce = train(data, replicas, Strategy::allreduce, 0, kSteps);
-  const Run dataparallel = train(data, replicas, Strategy::dataparallel, 0, kSteps);
+  const Run allreduce = train(data, replicas, Algorithm::allreduce, 0, kSteps);
+  const Run dataparallel = train(data, replicas, Algorithm::dataparallel, 0, kSteps);
   CHECK(same_bits(dataparallel.params, allreduce.params));
   CHECK(same_bits(dataparallel.momentum, allreduce.momentum));
   REQUIRE(dataparallel.losses.size() == static_cast<std::size_t>(kSteps));
@@ -113,12 +113,12 @@ TEST_CASE("DataParallel's step gives the all-reduce's parameters to the bit, and
 TEST_CASE("a run of either strategy resumes under the other to the same parameters",
           "[data_parallel][strategy]") {
   const DataSplits data = testing::synthetic_splits(kTrainRows, 10, 19);
-  const Run whole = train(data, 3, Strategy::allreduce, 0, 60);
-  const Run first_dp = train(data, 3, Strategy::dataparallel, 0, 25);
-  const Run then_allreduce = train(data, 3, Strategy::allreduce, 25, 60, &first_dp);
+  const Run whole = train(data, 3, Algorithm::allreduce, 0, 60);
+  const Run first_dp = train(data, 3, Algorithm::dataparallel, 0, 25);
+  const Run then_allreduce = train(data, 3, Algorithm::allreduce, 25, 60, &first_dp);
   CHECK(same_bits(then_allreduce.params, whole.params));
-  const Run first_allreduce = train(data, 3, Strategy::allreduce, 0, 25);
-  const Run then_dp = train(data, 3, Strategy::dataparallel, 25, 60, &first_allreduce);
+  const Run first_allreduce = train(data, 3, Algorithm::allreduce, 0, 25);
+  const Run then_dp = train(data, 3, Algorithm::dataparallel, 25, 60, &first_allreduce);
   CHECK(same_bits(then_dp.params, whole.params));
   CHECK(same_bits(then_dp.momentum, whole.momentum));
 }

@@ -11,6 +11,7 @@
 #include <sstream>
 #include <string_view>
 
+#include "host/command/strategy_table.hpp"
 #include "host/command/train_command.hpp"
 #include "host/processes/launch.hpp"
 #include "host/processes/process_group.hpp"
@@ -180,12 +181,8 @@ void add_train_options(CLI::App& train, TrainOptions& o) {
       ->check(whole_number(1, 4096))
       ->capture_default_str();
   train
-      .add_option("--strategy", o.strategy,
-                  "How the replicas share a step: allreduce (each replica takes its shard's loss, one "
-                  "all-reduce of the gradients, every replica steps) or dataparallel (nn.DataParallel's own: "
-                  "device 0 gathers the logits, takes the loss, reduces the gradients and alone steps, its "
-                  "parameters copied to every replica before each step); the same parameters")
-      ->check(CLI::IsMember({"allreduce", "dataparallel"}))
+      .add_option("--strategy", o.strategy, strategy_help())
+      ->check(CLI::IsMember(strategy_names()))
       ->capture_default_str();
   train.add_option("--metrics", o.metrics, "Write metrics as JSON lines to this file");
   train.add_flag_callback(
@@ -246,17 +243,19 @@ void check_consistency(const TrainOptions& o) {
   // A resumed run's SGD settings are complete only once merged with the checkpoint's (start_state checks
   // them then).
   if (!o.resume) check_sgd_settings(o.train.sgd);
-  if (o.strategy == "dataparallel") {
-    if (o.train.check_replicas > 0)
-      throw UsageError(
-          "--check-replicas compares the replicas the all-reduce keeps identical; under --strategy "
-          "dataparallel only device 0 keeps parameters between steps");
+  const StrategyEntry& strategy = strategy_entry(o.strategy);
+  if (!strategy.every_replica_steps && o.train.check_replicas > 0)
+    throw UsageError(fmt::format(
+        "--check-replicas compares the replicas the all-reduce keeps identical; under --strategy {} only "
+        "device 0 keeps parameters between steps",
+        strategy.name));
+  if (!strategy.fast_paths) {
     for (const char* fast :
          {"--cuda-graphs", "--fused-head", "--fused-step", "--pdl", "--persistent", "--steps-per-graph"}) {
       if (o.is_given(fast))
         throw UsageError(fmt::format(
-            "{} is a fast path of the all-reduce's step; --strategy dataparallel runs the plain launches",
-            fast));
+            "{} is a fast path of the all-reduce's step; --strategy {} runs the plain launches", fast,
+            strategy.name));
     }
   }
   if (o.tf32 && o.gemm != "cublas")
@@ -363,10 +362,12 @@ int run_train_in_world(const TrainOptions& options, const std::string& prefix) {
   const std::string ranked = launch.rank == 0 ? prefix : fmt::format("[rank {}] {}", launch.rank, prefix);
   std::unique_ptr<ProcessGroup> group;
   try {
-    if (launch.multi_process() && options.strategy == "dataparallel")
-      throw UsageError(
-          "--strategy dataparallel is nn.DataParallel's, which runs in one process; across processes use the "
-          "all-reduce (--strategy allreduce, DistributedDataParallel's)");
+    if (const StrategyEntry& strategy = strategy_entry(options.strategy);
+        launch.multi_process() && !strategy.across_processes)
+      throw UsageError(fmt::format(
+          "--strategy {} is {}'s, which runs in one process; across processes use the all-reduce "
+          "(--strategy allreduce, DistributedDataParallel's)",
+          strategy.name, strategy.torch));
     group = join_process_group(launch, options);
     return run_train(options, launch, group.get());
   } catch (const std::exception& e) {

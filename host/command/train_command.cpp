@@ -28,6 +28,7 @@
 #include "host/command/resume.hpp"
 #include "host/command/run_file_checks.hpp"
 #include "host/command/step_words.hpp"
+#include "host/command/strategy_table.hpp"
 #include "host/command/stop_signals.hpp"
 #include "host/model/init.hpp"
 #include "host/model/params.hpp"
@@ -55,9 +56,9 @@ DataSplits load_data(const TrainOptions& o, bool report) {
 
 // The start-up table: devices, then each replica with its share of a full batch and of the last, short one.
 // In a multi-process run, rank 0 lists its own replicas and counts the others'.
-// how: the communicator's description, or DataParallel's links' (data_parallel).
+// The strategy's line closes it.
 void print_placement(const Placement& placement, const std::vector<std::unique_ptr<Replica>>& replicas,
-                     const std::string& how, bool data_parallel, int batch_size, int train_count,
+                     const StrategyEntry& strategy, const std::string& how, int batch_size, int train_count,
                      int world_size) {
   for (const std::string& line : placement.device_lines)
     console_print(stdout, "device: {}\n", line);
@@ -80,10 +81,7 @@ void print_placement(const Placement& placement, const std::vector<std::unique_p
                   fmt::format("{}, {} replica{} each", ranks, local, local == 1 ? "" : "s"),
                   range(batch_size), range(last));
   }
-  if (data_parallel)
-    console_print(stdout, "strategy: nn.DataParallel's, device 0 steps alone; {}\n", how);
-  else
-    console_print(stdout, "all-reduce: {}\n", how);
+  console_print(stdout, "{}\n", fmt::format(fmt::runtime(strategy.start_line), how));
 }
 
 // The settings that must be the same on every rank for the ranks to train one model together, as each rank
@@ -231,9 +229,10 @@ int run_train(const TrainOptions& o, const LaunchInfo& launch, ProcessGroup* gro
   StopSignals signals;
   const bool root = !group || group->rank() == 0;  // only rank 0 prints the log and writes files
   const int world_size = group ? group->size() : 1;
-  const bool data_parallel = o.strategy == "dataparallel";
+  const StrategyEntry& strategy_row = strategy_entry(o.strategy);
   // Refused before the processes join (run_train_in_world).
-  if (group && data_parallel) throw std::logic_error("run_train: --strategy dataparallel in a process group");
+  if (group && !strategy_row.across_processes)
+    throw std::logic_error(fmt::format("run_train: --strategy {} in a process group", strategy_row.name));
   TrainConfig t = o.train;
   if (root) {
     console_print(stdout, "mnist-dp: SimpleNet 784-256-10, {} parameters\n", ParamLayout::kCount);
@@ -270,15 +269,10 @@ int run_train(const TrainOptions& o, const LaunchInfo& launch, ProcessGroup* gro
                   activation_row(t.activation).torch);
   std::vector<std::unique_ptr<Replica>> replicas =
       make_replicas(o, t.activation, data, placement, world_size);
-  std::unique_ptr<Communicator> communicator;
-  std::unique_ptr<DataParallelLinks> links;
-  if (data_parallel)
-    links = make_data_parallel_links(placement, replicas);
-  else
-    communicator = make_communicator(placement, replicas, group, rank_timeout(o));
-  const std::string how = data_parallel ? links->description() : communicator->description();
+  std::unique_ptr<Strategy> strategy = strategy_row.make({placement, replicas, group, rank_timeout(o)});
+  const std::string how = strategy->description();
   if (root)
-    print_placement(placement, replicas, how, data_parallel, t.batch_size, data.train.count, world_size);
+    print_placement(placement, replicas, strategy_row, how, t.batch_size, data.train.count, world_size);
   if (root && !placement.gpu) {
     const std::vector<std::string> ignored = ignored_gpu_options(o);
     if (!ignored.empty())
@@ -291,10 +285,7 @@ int run_train(const TrainOptions& o, const LaunchInfo& launch, ProcessGroup* gro
       names.push_back(r->description());
     for (int r = static_cast<int>(replicas.size()); r < static_cast<int>(replicas.size()) * world_size; ++r)
       names.push_back(fmt::format("rank {}", r / static_cast<int>(replicas.size())));
-    if (data_parallel)
-      explain_data_parallel_step(stdout, t, data.train.count, names, how);
-    else
-      explain_first_step(stdout, t, data.train.count, names, how);
+    strategy_row.explain(stdout, t, data.train.count, names, how);
   }
 
   // The trainer broadcasts replica 0's parameters to the other replicas, and rank 0's to the other ranks
@@ -318,9 +309,7 @@ int run_train(const TrainOptions& o, const LaunchInfo& launch, ProcessGroup* gro
   const bool terminal = isatty(fileno(stdout)) != 0 && launch.launcher != Launcher::Mpi;
   const bool progress =
       root && (o.progress == ProgressMode::On || (o.progress == ProgressMode::Auto && terminal));
-  Trainer trainer = data_parallel
-                        ? Trainer(std::move(replicas), std::move(links), data.train.count, t)
-                        : Trainer(std::move(replicas), std::move(communicator), data.train.count, t, group);
+  Trainer trainer(std::move(replicas), std::move(strategy), data.train.count, t, group);
   const int steps_per_epoch = trainer.steps_per_epoch();
   std::optional<ConsoleListener> console;
   if (root) console.emplace(stdout, progress, t.epochs, t.batch_size);
@@ -338,7 +327,7 @@ int run_train(const TrainOptions& o, const LaunchInfo& launch, ProcessGroup* gro
       names.push_back(r->description());
     const std::vector<std::vector<StepMarks>> marks = trainer.take_trace();
     write_chrome_trace(*o.trace, marks, names, t.start_step,
-                       trainer.data_parallel() ? TraceStrategy::dataparallel : TraceStrategy::allreduce,
+                       trainer.strategy().trace_phases(),
                        trainer.take_link_trace());
     const long traced = marks.empty() ? 0 : static_cast<long>(marks.front().size());
     if (traced == 0)

@@ -10,6 +10,7 @@
 
 #include "host/model/params.hpp"
 #include "host/training/communicator.hpp"
+#include "host/training/strategy.hpp"
 
 namespace mnistdp {
 
@@ -139,26 +140,52 @@ std::unique_ptr<DataParallelLinks> make_host_data_parallel_links(std::span<Repli
   return std::make_unique<HostDataParallelLinks>(replicas);
 }
 
-void data_parallel_step(std::span<Replica* const> replicas, DataParallelLinks& links, ReplicaWorkers& workers,
-                        int first, int rows, const SgdConfig& sgd) {
-  const int n = static_cast<int>(replicas.size());
-  std::vector<Shard> shards;
-  for (int r = 0; r < n; ++r)
-    shards.push_back(shard_of(rows, n, r));
-  links.broadcast_parameters();
-  workers.run([&](int r) {
-    const Shard& s = shards[static_cast<std::size_t>(r)];
-    replicas[static_cast<std::size_t>(r)]->forward_logits(first + s.first, s.count);
-  });
-  links.gather_and_take_loss(shards, rows);
-  links.scatter_dlogits(shards);
-  workers.run([&](int r) {
-    Replica& replica = *replicas[static_cast<std::size_t>(r)];
-    replica.backward_from_dlogits(shards[static_cast<std::size_t>(r)].count);
-    if (r > 0) replica.no_sgd_step();
-  });
-  links.reduce_gradients();
-  replicas[0]->sgd_step(sgd);
+namespace {
+
+// The step of the header's comment, over the links.
+class DataParallelStrategy final : public Strategy {
+ public:
+  explicit DataParallelStrategy(std::unique_ptr<DataParallelLinks> links) : links_(std::move(links)) {
+    if (!links_) throw std::invalid_argument("nn.DataParallel's step: no links");
+  }
+
+  std::string description() const override { return links_->description(); }
+  bool every_replica_steps() const override { return false; }
+  bool across_processes() const override { return false; }
+  TraceStrategy trace_phases() const override { return TraceStrategy::dataparallel; }
+  void trace_steps(long steps) override { links_->trace_steps(steps); }
+  std::vector<LinkStepMarks> take_link_trace() override { return links_->take_trace(); }
+
+  void step(const ReplicaSet& set, int first, int rows, const SgdConfig& sgd) override {
+    const std::span<Replica* const> replicas = set.replicas;
+    const int n = static_cast<int>(replicas.size());
+    std::vector<Shard> shards;
+    for (int r = 0; r < n; ++r)
+      shards.push_back(shard_of(rows, n, r));
+    links_->broadcast_parameters();
+    set.workers.run([&](int r) {
+      const Shard& s = shards[static_cast<std::size_t>(r)];
+      replicas[static_cast<std::size_t>(r)]->forward_logits(first + s.first, s.count);
+    });
+    links_->gather_and_take_loss(shards, rows);
+    links_->scatter_dlogits(shards);
+    set.workers.run([&](int r) {
+      Replica& replica = *replicas[static_cast<std::size_t>(r)];
+      replica.backward_from_dlogits(shards[static_cast<std::size_t>(r)].count);
+      if (r > 0) replica.no_sgd_step();
+    });
+    links_->reduce_gradients();
+    replicas[0]->sgd_step(sgd);
+  }
+
+ private:
+  std::unique_ptr<DataParallelLinks> links_;
+};
+
+}  // namespace
+
+std::unique_ptr<Strategy> make_data_parallel_strategy(std::unique_ptr<DataParallelLinks> links) {
+  return std::make_unique<DataParallelStrategy>(std::move(links));
 }
 
 }  // namespace mnistdp

@@ -24,10 +24,8 @@
 #include <vector>
 
 #include "host/training/replica.hpp"
-#include "host/training/replica_workers.hpp"
 #include "host/training/shard.hpp"
 #include "host/training/trace.hpp"
-#include "kernels/ref/sgd.hpp"
 
 namespace mnistdp {
 
@@ -57,9 +55,6 @@ class DataParallelLinks {
 // For CPU replicas (host memory): the copies are memcpy, the sum the host communicator's loop.
 std::unique_ptr<DataParallelLinks> make_host_data_parallel_links(std::span<Replica* const> replicas);
 
-// One DataParallel step over rows [first, first + rows) of the epoch's order, each replica's part on its
-// worker thread.
-void data_parallel_step(std::span<Replica* const> replicas, DataParallelLinks& links, ReplicaWorkers& workers,
-                        int first, int rows, const SgdConfig& sgd);
+// The step itself is a Strategy (make_data_parallel_strategy, host/training/strategy.hpp).
 
 }  // namespace mnistdp

@@ -9,14 +9,13 @@
 
 #include "host/model/init.hpp"
 #include "host/model/params.hpp"
-#include "host/training/shard.hpp"
 
 namespace mnistdp {
 
-Trainer::Trainer(std::vector<std::unique_ptr<Replica>> replicas, std::unique_ptr<Communicator> communicator,
+Trainer::Trainer(std::vector<std::unique_ptr<Replica>> replicas, std::unique_ptr<Strategy> strategy,
                  int train_count, TrainConfig config, ProcessGroup* group)
     : replicas_(std::move(replicas)),
-      communicator_(std::move(communicator)),
+      strategy_(std::move(strategy)),
       workers_(static_cast<int>(replicas_.size())),
       train_count_(train_count),
       config_(config),
@@ -24,36 +23,29 @@ Trainer::Trainer(std::vector<std::unique_ptr<Replica>> replicas, std::unique_ptr
       world_replicas_(static_cast<int>(replicas_.size()) * (group ? group->size() : 1)),
       first_replica_(static_cast<int>(replicas_.size()) * (group ? group->rank() : 0)) {
   if (replicas_.empty()) throw std::invalid_argument("Trainer: no replicas");
-  if (!communicator_) throw std::invalid_argument("Trainer: no communicator");
+  if (!strategy_) throw std::invalid_argument("Trainer: no strategy");
   if (train_count_ <= 0) throw std::invalid_argument("Trainer: the training set is empty");
   if (config_.batch_size <= 0) throw std::invalid_argument("Trainer: batch size must be positive");
-  for (auto& r : replicas_)
-    replica_ptrs_.push_back(r.get());
-  whole_steps_ = world_replicas_ == 1 && replicas_[0]->takes_whole_steps();
-  broadcast_parameters();
-}
-
-Trainer::Trainer(std::vector<std::unique_ptr<Replica>> replicas, std::unique_ptr<DataParallelLinks> links,
-                 int train_count, TrainConfig config)
-    : replicas_(std::move(replicas)),
-      data_parallel_(std::move(links)),
-      workers_(static_cast<int>(replicas_.size())),
-      train_count_(train_count),
-      config_(config),
-      group_(nullptr),
-      world_replicas_(static_cast<int>(replicas_.size())),
-      first_replica_(0) {
-  if (replicas_.empty()) throw std::invalid_argument("Trainer: no replicas");
-  if (!data_parallel_) throw std::invalid_argument("Trainer: no DataParallel links");
-  if (train_count_ <= 0) throw std::invalid_argument("Trainer: the training set is empty");
-  if (config_.batch_size <= 0) throw std::invalid_argument("Trainer: batch size must be positive");
-  if (config_.check_replicas > 0)
+  if (group_ && !strategy_->across_processes())
+    throw std::invalid_argument(fmt::format("Trainer: {} runs in one process", strategy_->description()));
+  if (config_.check_replicas > 0 && !strategy_->every_replica_steps())
     throw std::invalid_argument(
         "Trainer: under DataParallel only replica 0 keeps parameters between steps; there is no agreement to "
         "check");
   for (auto& r : replicas_)
     replica_ptrs_.push_back(r.get());
+  broadcast_parameters();
 }
+
+Trainer::Trainer(std::vector<std::unique_ptr<Replica>> replicas, std::unique_ptr<Communicator> communicator,
+                 int train_count, TrainConfig config, ProcessGroup* group)
+    : Trainer(std::move(replicas), communicator ? make_all_reduce_strategy(std::move(communicator)) : nullptr,
+              train_count, config, group) {}
+
+Trainer::Trainer(std::vector<std::unique_ptr<Replica>> replicas, std::unique_ptr<DataParallelLinks> links,
+                 int train_count, TrainConfig config)
+    : Trainer(std::move(replicas), links ? make_data_parallel_strategy(std::move(links)) : nullptr, train_count,
+              config) {}
 
 void Trainer::broadcast_parameters() {
   std::vector<float> params(ParamLayout::kCount);
@@ -72,28 +64,14 @@ bool Trainer::stop_before_step(TrainListener& listener) {
 }
 
 void Trainer::step(int first, int rows) {
-  if (data_parallel_) {
-    data_parallel_step(replica_ptrs_, *data_parallel_, workers_, first, rows, config_.sgd);
-    return;
-  }
-  // Alone, a replica may fuse the update into its backward pass, as nothing is summed in between.
-  if (whole_steps_ && replicas_[0]->step_alone(first, rows, config_.sgd)) return;
-  // scatter + parallel_apply: each replica works on its own rows of the global batch, on its own thread.
-  workers_.run([&](int r) {
-    const Shard shard = shard_of(rows, world_replicas_, first_replica_ + r);
-    replicas_[r]->compute_gradients(first + shard.first, shard.count, rows);
-  });
-  // The gradients of the global batch, in every replica.
-  communicator_->all_reduce_gradients(replica_ptrs_);
-  // The same update from the same gradient keeps the replicas identical, without broadcasting parameters.
-  workers_.run([&](int r) { replicas_[r]->sgd_step(config_.sgd); });
+  strategy_->step({replica_ptrs_, workers_, world_replicas_, first_replica_}, first, rows, config_.sgd);
 }
 
 void Trainer::check_replicas_agree(long step) const {
   if (world_replicas_ < 2) return;
   // Reading the parameters waits for the device; an all-reduce across processes must be watched while it
   // finishes (a lost peer would otherwise hold that wait forever).
-  communicator_->await_completion();
+  strategy_->await_completion();
   std::vector<float> reference(ParamLayout::kCount);
   replicas_[0]->store_parameters(reference);
   // Across processes: every rank compares its replicas with rank 0's replica 0, and all learn whether any
@@ -143,7 +121,7 @@ std::vector<std::vector<StepMarks>> Trainer::take_trace() {
 }
 
 std::vector<LinkStepMarks> Trainer::take_link_trace() {
-  return data_parallel_ ? data_parallel_->take_trace() : std::vector<LinkStepMarks>{};
+  return strategy_->take_link_trace();
 }
 
 std::vector<EpochReport> Trainer::run(TrainListener& listener) {
@@ -154,7 +132,7 @@ std::vector<EpochReport> Trainer::run(TrainListener& listener) {
   if (config_.trace_steps > 0) {
     for (auto& replica : replicas_)
       replica->trace_steps(config_.trace_steps);
-    if (data_parallel_) data_parallel_->trace_steps(config_.trace_steps);
+    strategy_->trace_steps(config_.trace_steps);
   }
 
   // A resumed run starts inside the epoch it stopped in; each epoch's order depends only on the seed and the
@@ -206,7 +184,7 @@ std::vector<EpochReport> Trainer::run(TrainListener& listener) {
       report.samples += rows;
       const bool log_line = config_.log_interval > 0 && i % config_.log_interval == 0;
       if (log_line || every_step) {
-        if (communicator_) communicator_->await_completion();
+        strategy_->await_completion();
         const float loss = replicas_[0]->loss_sum() / static_cast<float>(rows);
         check_loss(loss, epoch, i);
         if (log_line) listener.on_step_loss({epoch, i, loss});
@@ -219,7 +197,7 @@ std::vector<EpochReport> Trainer::run(TrainListener& listener) {
     if (next_epoch_starts) give_order(epoch + 1);
     // loss_sum() waits for the replica's device: the epoch ends when every replica has finished its last
     // step, and evaluation, which waits too, stays out of the epoch time.
-    if (communicator_) communicator_->await_completion();
+    strategy_->await_completion();
     for (auto& replica : replicas_)
       replica->loss_sum();
     report.seconds = std::chrono::duration<double>(Clock::now() - start).count();

@@ -3,7 +3,8 @@
 //
 //   for each epoch: one seeded permutation of the training rows, the same on every replica (made and given to
 //   the replicas at the end of the epoch before, while their devices finish its steps)
-//     for each global batch of batch_size rows (the last one short):
+//     for each global batch of batch_size rows (the last one short): one step of the run's Strategy
+//     (host/training/strategy.hpp); the all-reduce's, by default:
 //       replica r computes the gradient of its shard, scaled by 1 / global batch   (compute_gradients)
 //       the communicator sums the gradient buffers, loss sum included              (all_reduce_gradients)
 //       every replica takes the same SGD step with the same summed gradient        (sgd_step)
@@ -23,6 +24,7 @@
 #include "host/training/data_parallel.hpp"
 #include "host/training/replica.hpp"
 #include "host/training/replica_workers.hpp"
+#include "host/training/strategy.hpp"
 #include "kernels/ref/activation.hpp"
 #include "kernels/ref/sgd.hpp"
 
@@ -93,12 +95,15 @@ class Trainer {
  public:
   // All replicas get replica 0's parameters at the start (as DistributedDataParallel broadcasts them); with a
   // process group, rank 0's replica 0's. group: null for a single process; else it must outlive the trainer,
-  // and every rank must have the same number of replicas. Only rank 0 evaluates.
+  // every rank must have the same number of replicas, and the strategy must run across processes. Only rank
+  // 0 evaluates. check_replicas needs a strategy where every replica steps.
+  Trainer(std::vector<std::unique_ptr<Replica>> replicas, std::unique_ptr<Strategy> strategy, int train_count,
+          TrainConfig config, ProcessGroup* group = nullptr);
+  // The all-reduce over `communicator` (make_all_reduce_strategy).
   Trainer(std::vector<std::unique_ptr<Replica>> replicas, std::unique_ptr<Communicator> communicator,
           int train_count, TrainConfig config, ProcessGroup* group = nullptr);
-  // nn.DataParallel's algorithm instead (host/training/data_parallel.hpp): device 0's parameters are the
-  // run's, copied to the other replicas before each step through `links`. One process; the replicas'
-  // agreement (check_replicas) does not apply, as only replica 0 steps.
+  // nn.DataParallel's algorithm over `links` (make_data_parallel_strategy): device 0's parameters are the
+  // run's, copied to the other replicas before each step. One process.
   Trainer(std::vector<std::unique_ptr<Replica>> replicas, std::unique_ptr<DataParallelLinks> links,
           int train_count, TrainConfig config);
 
@@ -113,9 +118,10 @@ class Trainer {
 
   // The timeline of the traced steps: [replica][step] marks. Waits for the devices.
   std::vector<std::vector<StepMarks>> take_trace();
-  // DataParallel's copies of the traced steps, where its links keep them; empty otherwise.
+  // The strategy's own copies of the traced steps, where it keeps them (DataParallel's links); empty
+  // otherwise.
   std::vector<LinkStepMarks> take_link_trace();
-  bool data_parallel() const { return data_parallel_ != nullptr; }
+  const Strategy& strategy() const { return *strategy_; }
 
  private:
   // One global batch: rows [first, first + rows) of the epoch's order.
@@ -137,16 +143,13 @@ class Trainer {
 
   std::vector<std::unique_ptr<Replica>> replicas_;
   std::vector<Replica*> replica_ptrs_;
-  std::unique_ptr<Communicator> communicator_;        // the all-reduce's; null under DataParallel
-  std::unique_ptr<DataParallelLinks> data_parallel_;  // DataParallel's; null under the all-reduce
+  std::unique_ptr<Strategy> strategy_;
   ReplicaWorkers workers_;
   int train_count_;
   TrainConfig config_;
   ProcessGroup* group_;
   int world_replicas_;
   int first_replica_;
-  // The run's one replica takes its steps whole where it can (Replica::step_alone).
-  bool whole_steps_ = false;
 };
 
 }  // namespace mnistdp

@@ -1,0 +1,60 @@
+#include "host/command/strategy_table.hpp"
+
+#include <fmt/format.h>
+
+#include <stdexcept>
+
+#include "host/command/explain.hpp"
+#include "host/command/replica_setup.hpp"
+
+namespace mnistdp {
+namespace {
+
+std::unique_ptr<Strategy> make_all_reduce(const StrategyParts& p) {
+  return make_all_reduce_strategy(make_communicator(p.placement, p.replicas, p.group, p.timeout));
+}
+
+std::unique_ptr<Strategy> make_data_parallel(const StrategyParts& p) {
+  if (p.group) throw std::logic_error("nn.DataParallel's step in a process group");
+  return make_data_parallel_strategy(make_data_parallel_links(p.placement, p.replicas));
+}
+
+}  // namespace
+
+const std::array<StrategyEntry, 2> kStrategies{
+    StrategyEntry{"allreduce", "DistributedDataParallel",
+                  "each replica takes its shard's loss, one all-reduce of the gradients, every replica steps",
+                  "host/training/all_reduce.cpp", true, true, true, "all-reduce: {}", &explain_first_step,
+                  &make_all_reduce},
+    StrategyEntry{"dataparallel", "nn.DataParallel",
+                  "nn.DataParallel's own: device 0 gathers the logits, takes the loss, reduces the gradients "
+                  "and alone steps, its parameters copied to every replica before each step",
+                  "host/training/data_parallel.cpp", false, false, false,
+                  "strategy: nn.DataParallel's, device 0 steps alone; {}", &explain_data_parallel_step,
+                  &make_data_parallel},
+};
+
+const StrategyEntry& strategy_entry(std::string_view name) {
+  for (const StrategyEntry& row : kStrategies)
+    if (name == row.name) return row;
+  throw std::invalid_argument(fmt::format("no strategy is called '{}'", name));
+}
+
+std::vector<std::string> strategy_names() {
+  std::vector<std::string> names;
+  for (const StrategyEntry& row : kStrategies)
+    names.emplace_back(row.name);
+  return names;
+}
+
+std::string strategy_help() {
+  std::string help = "How the replicas share a step:";
+  for (std::size_t i = 0; i < kStrategies.size(); ++i) {
+    const StrategyEntry& row = kStrategies[i];
+    help += fmt::format("{} {} ({}; {})", i == 0 ? "" : i + 1 == kStrategies.size() ? " or" : ",", row.name,
+                        row.summary, row.torch);
+  }
+  return help + "; the same parameters";
+}
+
+}  // namespace mnistdp

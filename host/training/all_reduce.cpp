@@ -1,0 +1,51 @@
+// The all-reduce's step (strategy.hpp): DistributedDataParallel's algorithm, one all-reduce of the whole flat
+// gradient buffer a step.
+#include <optional>
+#include <stdexcept>
+
+#include "host/training/shard.hpp"
+#include "host/training/strategy.hpp"
+
+namespace mnistdp {
+namespace {
+
+class AllReduceStrategy final : public Strategy {
+ public:
+  explicit AllReduceStrategy(std::unique_ptr<Communicator> communicator) : communicator_(std::move(communicator)) {
+    if (!communicator_) throw std::invalid_argument("the all-reduce: no communicator");
+  }
+
+  std::string description() const override { return communicator_->description(); }
+  bool every_replica_steps() const override { return true; }
+  bool across_processes() const override { return true; }
+  TraceStrategy trace_phases() const override { return TraceStrategy::allreduce; }
+  void await_completion() override { communicator_->await_completion(); }
+
+  void step(const ReplicaSet& set, int first, int rows, const SgdConfig& sgd) override {
+    // Alone, a replica may fuse the update into its backward pass, as nothing is summed in between. Asked
+    // once, at the first step.
+    if (!whole_steps_) whole_steps_ = set.world_replicas == 1 && set.replicas[0]->takes_whole_steps();
+    if (*whole_steps_ && set.replicas[0]->step_alone(first, rows, sgd)) return;
+    // scatter + parallel_apply: each replica works on its own rows of the global batch, on its own thread.
+    set.workers.run([&](int r) {
+      const Shard shard = shard_of(rows, set.world_replicas, set.first_replica + r);
+      set.replicas[r]->compute_gradients(first + shard.first, shard.count, rows);
+    });
+    // The gradients of the global batch, in every replica.
+    communicator_->all_reduce_gradients(set.replicas);
+    // The same update from the same gradient keeps the replicas identical, without broadcasting parameters.
+    set.workers.run([&](int r) { set.replicas[r]->sgd_step(sgd); });
+  }
+
+ private:
+  std::unique_ptr<Communicator> communicator_;
+  std::optional<bool> whole_steps_;
+};
+
+}  // namespace
+
+std::unique_ptr<Strategy> make_all_reduce_strategy(std::unique_ptr<Communicator> communicator) {
+  return std::make_unique<AllReduceStrategy>(std::move(communicator));
+}
+
+}  // namespace mnistdp

@@ -1,0 +1,62 @@
+#pragma once
+// How the replicas share one step: the data-parallel algorithm. The Trainer runs the loop over epochs and
+// batches, and hands each global batch to the one Strategy it holds; each strategy is a file of its own
+// (host/command/strategy_table.hpp lists them, with what each needs and how it is made).
+//
+//   allreduce     each replica its shard's gradient, one all-reduce, every replica steps  (all_reduce.cpp)
+//   dataparallel  nn.DataParallel's: device 0 takes the loss, the gradients reduced onto it, and it alone
+//                 steps; its parameters copied to the others before each step              (data_parallel.cpp)
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "host/training/communicator.hpp"
+#include "host/training/data_parallel.hpp"
+#include "host/training/replica.hpp"
+#include "host/training/replica_workers.hpp"
+#include "host/training/trace.hpp"
+#include "kernels/ref/sgd.hpp"
+
+namespace mnistdp {
+
+// What a step works on, the Trainer's: this process's replicas, their threads, and where they stand among the
+// replicas of every process (the shards are numbered across the processes, rank by rank).
+struct ReplicaSet {
+  std::span<Replica* const> replicas;
+  ReplicaWorkers& workers;
+  int world_replicas = 1;
+  int first_replica = 0;  // the number, among all processes' replicas, of replicas[0]
+};
+
+class Strategy {
+ public:
+  virtual ~Strategy() = default;
+  // How the replicas' gradients (or parameters) travel: the communicator's or the links' own words.
+  virtual std::string description() const = 0;
+  // One global batch: rows [first, first + rows) of the epoch's order, every replica's part of it.
+  virtual void step(const ReplicaSet& set, int first, int rows, const SgdConfig& sgd) = 0;
+  // Waits until the communication of every step so far has finished, and throws if one failed: called
+  // before the host reads a result of the replicas.
+  virtual void await_completion() {}
+  // Whether every replica holds the run's parameters after each step (so that --check-replicas can compare
+  // them), or device 0 alone does.
+  virtual bool every_replica_steps() const = 0;
+  // Whether the strategy runs across processes (a process group's ranks each holding replicas).
+  virtual bool across_processes() const = 0;
+  // How the trace names the spans between a step's marks (host/training/trace.hpp).
+  virtual TraceStrategy trace_phases() const = 0;
+  // The timeline of the strategy's own copies for the next `steps` steps, and its marks; none by default.
+  virtual void trace_steps(long /*steps*/) {}
+  virtual std::vector<LinkStepMarks> take_link_trace() { return {}; }
+};
+
+// The all-reduce (DistributedDataParallel's algorithm): each replica computes its shard's gradient, scaled by
+// 1 / the global batch; the communicator sums them into every replica; every replica takes the same SGD step.
+// A run's only replica takes its steps whole where it can (Replica::step_alone).
+std::unique_ptr<Strategy> make_all_reduce_strategy(std::unique_ptr<Communicator> communicator);
+
+// nn.DataParallel's own (host/training/data_parallel.hpp), over `links`.
+std::unique_ptr<Strategy> make_data_parallel_strategy(std::unique_ptr<DataParallelLinks> links);
+
+}  // namespace mnistdp
