@@ -30,7 +30,8 @@ TEST_CASE("every strategy has one row: a unique name, its file, documented, the 
     CHECK(names.insert(row.name).second);
     CHECK(std::filesystem::exists(root / row.source));
     CHECK(&strategy_entry(row.name) == &row);
-    CHECK(help.find(std::string(row.name) + " (" + row.summary) != std::string::npos);
+    CHECK(help.find(std::string(row.name) + " (" + row.torch + "'s: " + row.summary + ")") !=
+          std::string::npos);
     CHECK(architecture.find(std::string("| `") + row.name + "` |") != std::string::npos);
     CHECK(std::string(row.start_line).find("{}") != std::string::npos);
   }
@@ -50,7 +51,8 @@ TEST_CASE("each strategy row is what its Strategy says of itself, made for CPU r
   placement.replicas = 2;
   for (const StrategyEntry& row : kStrategies) {
     CAPTURE(row.name);
-    const std::unique_ptr<Strategy> strategy = row.make({placement, replicas, nullptr, std::chrono::seconds(1)});
+    const std::unique_ptr<Strategy> strategy =
+        row.make({placement, replicas, nullptr, std::chrono::seconds(1)});
     REQUIRE(strategy);
     CHECK(strategy->across_processes() == row.across_processes);
     CHECK(strategy->every_replica_steps() == row.every_replica_steps);

@@ -180,8 +180,7 @@ void add_train_options(CLI::App& train, TrainOptions& o) {
                   "--persistent, run them in one launch); above 1, implies --cuda-graphs (the same results)")
       ->check(whole_number(1, 4096))
       ->capture_default_str();
-  train
-      .add_option("--strategy", o.strategy, strategy_help())
+  train.add_option("--strategy", o.strategy, strategy_help())
       ->check(CLI::IsMember(strategy_names()))
       ->capture_default_str();
   train.add_option("--metrics", o.metrics, "Write metrics as JSON lines to this file");
@@ -253,9 +252,9 @@ void check_consistency(const TrainOptions& o) {
     for (const char* fast :
          {"--cuda-graphs", "--fused-head", "--fused-step", "--pdl", "--persistent", "--steps-per-graph"}) {
       if (o.is_given(fast))
-        throw UsageError(fmt::format(
-            "{} is a fast path of the all-reduce's step; --strategy {} runs the plain launches", fast,
-            strategy.name));
+        throw UsageError(
+            fmt::format("{} is a fast path of the all-reduce's step; --strategy {} runs the plain launches",
+                        fast, strategy.name));
     }
   }
   if (o.tf32 && o.gemm != "cublas")
@@ -364,10 +363,10 @@ int run_train_in_world(const TrainOptions& options, const std::string& prefix) {
   try {
     if (const StrategyEntry& strategy = strategy_entry(options.strategy);
         launch.multi_process() && !strategy.across_processes)
-      throw UsageError(fmt::format(
-          "--strategy {} is {}'s, which runs in one process; across processes use the all-reduce "
-          "(--strategy allreduce, DistributedDataParallel's)",
-          strategy.name, strategy.torch));
+      throw UsageError(
+          fmt::format("--strategy {} is {}'s, which runs in one process; across processes use the all-reduce "
+                      "(--strategy allreduce, DistributedDataParallel's)",
+                      strategy.name, strategy.torch));
     group = join_process_group(launch, options);
     return run_train(options, launch, group.get());
   } catch (const std::exception& e) {

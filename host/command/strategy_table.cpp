@@ -27,8 +27,8 @@ const std::array<StrategyEntry, 2> kStrategies{
                   "host/training/all_reduce.cpp", true, true, true, "all-reduce: {}", &explain_first_step,
                   &make_all_reduce},
     StrategyEntry{"dataparallel", "nn.DataParallel",
-                  "nn.DataParallel's own: device 0 gathers the logits, takes the loss, reduces the gradients "
-                  "and alone steps, its parameters copied to every replica before each step",
+                  "device 0 gathers the logits, takes the loss, reduces the gradients and alone steps, its "
+                  "parameters copied to every replica before each step",
                   "host/training/data_parallel.cpp", false, false, false,
                   "strategy: nn.DataParallel's, device 0 steps alone; {}", &explain_data_parallel_step,
                   &make_data_parallel},
@@ -51,8 +51,8 @@ std::string strategy_help() {
   std::string help = "How the replicas share a step:";
   for (std::size_t i = 0; i < kStrategies.size(); ++i) {
     const StrategyEntry& row = kStrategies[i];
-    help += fmt::format("{} {} ({}; {})", i == 0 ? "" : i + 1 == kStrategies.size() ? " or" : ",", row.name,
-                        row.summary, row.torch);
+    const char* separator = i == 0 ? "" : (i + 1 == kStrategies.size() ? " or" : ",");
+    help += fmt::format("{} {} ({}'s: {})", separator, row.name, row.torch, row.summary);
   }
   return help + "; the same parameters";
 }

@@ -28,8 +28,8 @@
 #include "host/command/resume.hpp"
 #include "host/command/run_file_checks.hpp"
 #include "host/command/step_words.hpp"
-#include "host/command/strategy_table.hpp"
 #include "host/command/stop_signals.hpp"
+#include "host/command/strategy_table.hpp"
 #include "host/model/init.hpp"
 #include "host/model/params.hpp"
 #include "host/processes/mpi_process_group.hpp"
@@ -326,8 +326,7 @@ int run_train(const TrainOptions& o, const LaunchInfo& launch, ProcessGroup* gro
     for (const auto& r : trainer.replicas())
       names.push_back(r->description());
     const std::vector<std::vector<StepMarks>> marks = trainer.take_trace();
-    write_chrome_trace(*o.trace, marks, names, t.start_step,
-                       trainer.strategy().trace_phases(),
+    write_chrome_trace(*o.trace, marks, names, t.start_step, trainer.strategy().trace_phases(),
                        trainer.take_link_trace());
     const long traced = marks.empty() ? 0 : static_cast<long>(marks.front().size());
     if (traced == 0)

@@ -11,7 +11,8 @@ namespace {
 
 class AllReduceStrategy final : public Strategy {
  public:
-  explicit AllReduceStrategy(std::unique_ptr<Communicator> communicator) : communicator_(std::move(communicator)) {
+  explicit AllReduceStrategy(std::unique_ptr<Communicator> communicator)
+      : communicator_(std::move(communicator)) {
     if (!communicator_) throw std::invalid_argument("the all-reduce: no communicator");
   }
 

@@ -5,7 +5,7 @@
 //
 //   allreduce     each replica its shard's gradient, one all-reduce, every replica steps  (all_reduce.cpp)
 //   dataparallel  nn.DataParallel's: device 0 takes the loss, the gradients reduced onto it, and it alone
-//                 steps; its parameters copied to the others before each step              (data_parallel.cpp)
+//                 steps; its parameters copied to the others before each step (data_parallel.cpp)
 #include <memory>
 #include <span>
 #include <string>

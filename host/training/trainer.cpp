@@ -44,8 +44,8 @@ Trainer::Trainer(std::vector<std::unique_ptr<Replica>> replicas, std::unique_ptr
 
 Trainer::Trainer(std::vector<std::unique_ptr<Replica>> replicas, std::unique_ptr<DataParallelLinks> links,
                  int train_count, TrainConfig config)
-    : Trainer(std::move(replicas), links ? make_data_parallel_strategy(std::move(links)) : nullptr, train_count,
-              config) {}
+    : Trainer(std::move(replicas), links ? make_data_parallel_strategy(std::move(links)) : nullptr,
+              train_count, config) {}
 
 void Trainer::broadcast_parameters() {
   std::vector<float> params(ParamLayout::kCount);

@@ -216,8 +216,8 @@ TEST_CASE("the persistent kernel's grid is what the occupancy calculator keeps r
     if (kernel.name.find("persistent_step_kernel<") == std::string::npos) continue;
     CAPTURE(kernel.name);
     ++instantiations;
-    expected = std::min(expected,
-                        calculator_blocks(kernel.figures, 256, 47 * 1024, default_dynamic_limit(kernel.figures)));
+    expected = std::min(
+        expected, calculator_blocks(kernel.figures, 256, 47 * 1024, default_dynamic_limit(kernel.figures)));
   }
   // Two for each activation with_activation compiles: the table's and identity.
   CHECK(instantiations == 2 * (static_cast<int>(kActivations.size()) + 1));

@@ -101,12 +101,12 @@ TEST_CASE("the classifier head equals the plain launches to the bit and the refe
   const int hidden = GENERATE(from_range(sweep({1, 37, 256, 300}, {1, 37, 300})));
   const int classes = GENERATE(1, 10, 33);
   // The table's activations in turn across the shapes, each on every size of each dimension.
-  const Activation act = kActivations[static_cast<std::size_t>(in_turn(
-                                          static_cast<int>(kActivations.size()),
-                                          {{{0, 1, 7, 33, 64, 65, 100, 601}, batch},
-                                           {{1, 37, 256, 300}, hidden},
-                                           {{1, 10, 33}, classes}}))]
-                             .id;
+  const Activation act =
+      kActivations[static_cast<std::size_t>(in_turn(static_cast<int>(kActivations.size()),
+                                                    {{{0, 1, 7, 33, 64, 65, 100, 601}, batch},
+                                                     {{1, 37, 256, 300}, hidden},
+                                                     {{1, 10, 33}, classes}}))]
+          .id;
   CAPTURE(batch, hidden, classes, activation_name(act));
   if (!cuda::classifier_head_fits(batch, classes)) {
     CHECK(classes == 33);  // 10 classes fit up to 601 rows; 33 up to 182

@@ -40,9 +40,9 @@ TEST_CASE("the gathered forward product equals the gather and the forward produc
   const int out = GENERATE(1, 10, 256);
   // The activations of the table in turn across the shapes, each on every size of each dimension.
   const Activation act =
-      kActivations[static_cast<std::size_t>(in_turn(static_cast<int>(kActivations.size()),
-                                                    {{{1, 7, 64, 65}, batch}, {{1, 33, 300, 784}, in},
-                                                     {{1, 10, 256}, out}}))]
+      kActivations[static_cast<std::size_t>(
+                       in_turn(static_cast<int>(kActivations.size()),
+                               {{{1, 7, 64, 65}, batch}, {{1, 33, 300, 784}, in}, {{1, 10, 256}, out}}))]
           .id;
   const bool keeps_z = keeps_pre_activation(act);
   CAPTURE(batch, in, out, activation_name(act));

@@ -132,9 +132,10 @@ TEST_CASE("every way of launching a step gives a lone replica the plain way's pa
   }
 }
 
-TEST_CASE("the fused paths take the hidden layer's activation: fused head, fused step and persistent kernel "
-          "give the plain way's parameters",
-          "[gpu][step_launch]") {
+TEST_CASE(
+    "the fused paths take the hidden layer's activation: fused head, fused step and persistent kernel "
+    "give the plain way's parameters",
+    "[gpu][step_launch]") {
   // Every activation of the table; under a sanitizer those other than the default, which the fast paths'
   // own tests train at length.
   for (const ActivationRow& row : kActivations) {

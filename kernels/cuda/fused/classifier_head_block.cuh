@@ -49,12 +49,12 @@ __device__ __forceinline__ void classifier_head_block(const ClassifierHeadArgs& 
   // ahead of the stores to dh and dw. (They do change between the persistent step's phases, so the
   // read-only cache, which is not kept coherent within a launch, must not serve them: tests/ptx checks that
   // the compiled code never asks it to.)
-  const float* __restrict__ h = a.h;                   // [batch, hidden]
+  const float* __restrict__ h = a.h;  // [batch, hidden]
   // What the activation's derivative reads: z where it reads its input, else h.
   const float* __restrict__ saved = Act::kReadsInput ? a.z : a.h;  // [batch, hidden]
-  const float* __restrict__ w = a.w;                   // [classes, hidden]
-  const float* __restrict__ b = a.b;                   // [classes]
-  const std::uint8_t* __restrict__ labels = a.labels;  // [batch]
+  const float* __restrict__ w = a.w;                               // [classes, hidden]
+  const float* __restrict__ b = a.b;                               // [classes]
+  const std::uint8_t* __restrict__ labels = a.labels;              // [batch]
 
   // 1. z = h w^T + b: each logit by one thread, k ascending, as the GEMMs sum (then the bias, their
   // epilogue). A thread's logits i, i + kHeadThreads, ... advance together; one past the end computes row 0's

@@ -20,7 +20,7 @@ __global__ void __launch_bounds__(detail::slab::kThreads) gather_linear_kernel(G
   detail::wait_for_previous_kernel();
   detail::allow_next_kernel();
   detail::gather_linear_tile<kAct>(a, *a.first, static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y), s,
-                             [] { __syncthreads(); });
+                                   [] { __syncthreads(); });
 }
 
 }  // namespace
@@ -29,9 +29,8 @@ void validate(const GatherLinearArgs& a) {
   if (a.batch < 0 || a.in < 0 || a.out < 0)
     throw std::invalid_argument("gather_linear_forward: negative size");
   if (a.out == 0) throw std::invalid_argument("gather_linear_forward: a layer with no outputs");
-  if (a.batch > 0 &&
-      (!a.images || !a.labels || !a.order || !a.b || !a.x || !a.y || !a.h || (a.in > 0 && !a.w) ||
-       (keeps_pre_activation(a.activation) && !a.z)))
+  if (a.batch > 0 && (!a.images || !a.labels || !a.order || !a.b || !a.x || !a.y || !a.h ||
+                      (a.in > 0 && !a.w) || (keeps_pre_activation(a.activation) && !a.z)))
     throw std::invalid_argument("gather_linear_forward: null pointer");
 }
 

@@ -78,8 +78,8 @@ __global__ void __launch_bounds__(kThreads) persistent_step_kernel(PersistentSte
     if (static_cast<int>(threadIdx.x) < detail::slab::kThreads) {
       detail::fill_pixel_table(tile);  // phase 2 overwrote it
       for (int t = block; t < tiles; t += blocks) {
-        detail::gather_linear_tile<kAct>(a.forward, a.first + step * a.stride, t % tile_cols, t / tile_cols, tile,
-                                   tile_barrier);
+        detail::gather_linear_tile<kAct>(a.forward, a.first + step * a.stride, t % tile_cols, t / tile_cols,
+                                         tile, tile_barrier);
       }
     }
     grid.sync();
