@@ -281,6 +281,46 @@ TEST_CASE("grid.sync() outside a cooperative launch stops the kernel", "[emu]") 
   expect_fault([&] { s.synchronize(); }, {"grid_sync_kernel", "not launched cooperatively"});
 }
 
+// Run with two emulated devices (tests/CMakeLists.txt registers it so); skipped with one.
+TEST_CASE("an event is recorded and timed on its own device's streams alone, as on a GPU",
+          "[emu][two_devices]") {
+  int devices = 0;
+  CUDA_CHECK(cudaGetDeviceCount(&devices));
+  if (devices < 2) gpu_test::skip_test("needs two emulated devices (MNISTDP_EMU_DEVICES=2)");
+  CUDA_CHECK(cudaSetDevice(0));
+  Event of_zero;
+  Stream stream_of_zero;
+  CUDA_CHECK(cudaSetDevice(1));
+  Event of_one;
+  Stream stream_of_one;
+  // The planted mistake: device 0's event recorded on device 1's stream, refused, naming both devices.
+  CHECK(cudaEventRecord(of_zero.get(), stream_of_one.get()) == cudaErrorInvalidResourceHandle);
+  const std::string refused = cudaGetErrorString(cudaErrorInvalidResourceHandle);
+  CHECK_THAT(refused, Contains("event of device 0") && Contains("stream of device 1"));
+  static_cast<void>(cudaGetLastError());
+  // Its twin: each event on its own device's stream (the current device does not matter), and device 1's
+  // stream waiting on device 0's event, which a GPU allows.
+  CHECK(cudaEventRecord(of_one.get(), stream_of_one.get()) == cudaSuccess);
+  CHECK(cudaEventRecord(of_zero.get(), stream_of_zero.get()) == cudaSuccess);
+  CHECK(cudaStreamWaitEvent(stream_of_one.get(), of_zero.get(), 0) == cudaSuccess);
+  stream_of_zero.synchronize();
+  stream_of_one.synchronize();
+  float ms = -1.0f;
+  // The time between two devices' events is refused; between two of one device's, measured.
+  CHECK(cudaEventElapsedTime(&ms, of_zero.get(), of_one.get()) == cudaErrorInvalidResourceHandle);
+  static_cast<void>(cudaGetLastError());
+  Event later_of_one;
+  CHECK(cudaEventRecord(later_of_one.get(), stream_of_one.get()) == cudaSuccess);
+  stream_of_one.synchronize();
+  CHECK(cudaEventElapsedTime(&ms, of_one.get(), later_of_one.get()) == cudaSuccess);
+  CHECK(ms >= 0.0f);
+  // An event never recorded has no time: an invalid handle, as the runtime documents, not "not ready".
+  Event never;
+  CHECK(cudaEventElapsedTime(&ms, never.get(), of_one.get()) == cudaErrorInvalidResourceHandle);
+  static_cast<void>(cudaGetLastError());
+  CUDA_CHECK(cudaSetDevice(0));
+}
+
 TEST_CASE("calls that are illegal during a stream capture fail as on a GPU", "[emu]") {
   DeviceBuffer<float> dev(4);
   std::vector<float> host(4, 1.0f);

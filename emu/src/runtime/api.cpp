@@ -612,6 +612,13 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   if (!event) return record(cudaErrorInvalidResourceHandle);
   CUstream_st* s = engine().resolve(stream);
+  // An event belongs to the device it was created on, and is recorded on that device's streams alone (a
+  // stream of another device may wait on it, cudaStreamWaitEvent).
+  if (event->device != s->device) {
+    return invalid(cudaErrorInvalidResourceHandle,
+                   "cudaEventRecord: an event of device " + std::to_string(event->device) +
+                       " recorded on a stream of device " + std::to_string(s->device));
+  }
   std::uint64_t generation = 0;
   {
     std::lock_guard lock(engine().mutex);
@@ -660,9 +667,16 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
   if (!ms || !start || !end) return record(cudaErrorInvalidValue);
   if (!start->timing || !end->timing) return record(cudaErrorInvalidResourceHandle);
+  // Two clocks are not one: events of two devices have no time between them.
+  if (start->device != end->device) {
+    return invalid(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime: events of devices " +
+                                                       std::to_string(start->device) + " and " +
+                                                       std::to_string(end->device));
+  }
   std::lock_guard lock(engine().mutex);
-  if (start->recorded == 0 || end->recorded == 0 || start->completed->value < start->recorded ||
-      end->completed->value < end->recorded)
+  // Never recorded: an invalid handle, as the runtime says, not "not ready" (which a poll would wait on).
+  if (start->recorded == 0 || end->recorded == 0) return record(cudaErrorInvalidResourceHandle);
+  if (start->completed->value < start->recorded || end->completed->value < end->recorded)
     return record(cudaErrorNotReady);
   // Host time between the two records' execution on the engine: an emulated figure, never a GPU time.
   *ms = static_cast<float>(end->completed_ms - start->completed_ms);
