@@ -281,6 +281,71 @@ TEST_CASE("grid.sync() outside a cooperative launch stops the kernel", "[emu]") 
   expect_fault([&] { s.synchronize(); }, {"grid_sync_kernel", "not launched cooperatively"});
 }
 
+// A cuBLAS product and an NCCL all-reduce whose buffers are `a` (read) and `c` (written), n floats each, on
+// the current device and the stream given; synchronised, so that a fault reaches the host.
+void sgemm_and_all_reduce(const float* a, float* c, int n, cudaStream_t stream) {
+  {
+    CublasHandle cublas(stream);
+    const float one = 1.0f, zero = 0.0f;
+    // c [n, 1] = a [n, 1] times 1 [1, 1]: a reads n floats of a and one of itself.
+    CUBLAS_CHECK(cublasSgemm(cublas.get(), CUBLAS_OP_N, CUBLAS_OP_N, n, 1, 1, &one, a, n, a, 1, &zero, c, n));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+  }
+  ncclComm_t comm = nullptr;
+  int device = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  REQUIRE(ncclCommInitAll(&comm, 1, &device) == ncclSuccess);
+  const ncclResult_t result =
+      ncclAllReduce(a, c, static_cast<std::size_t>(n), ncclFloat, ncclSum, comm, stream);
+  const cudaError_t synced = cudaStreamSynchronize(stream);
+  static_cast<void>(ncclCommDestroy(comm));
+  REQUIRE(result == ncclSuccess);
+  CUDA_CHECK(synced);
+}
+
+TEST_CASE("cuBLAS and NCCL given memory their device cannot reach fault with an illegal address, as on a GPU",
+          "[emu]") {
+  const int n = 40;
+  Stream stream;
+  // The twin: device memory, and pinned host memory, which a device reaches.
+  {
+    const DeviceBuffer<float> a = to_device(std::vector<float>(n, 3.0f));
+    DeviceBuffer<float> c(n);
+    sgemm_and_all_reduce(a.data(), c.data(), n, stream.get());
+    CHECK(to_host(c) == std::vector<float>(n, 3.0f));
+    PinnedBuffer<float> pinned(n);
+    std::fill(pinned.data(), pinned.data() + n, 2.0f);
+    sgemm_and_all_reduce(pinned.data(), c.data(), n, stream.get());
+    CHECK(to_host(c) == std::vector<float>(n, 2.0f));
+  }
+  // The planted mistakes: pageable host memory given to each library.
+  std::vector<float> pageable(n, 1.0f);
+  const DeviceBuffer<float> a = to_device(std::vector<float>(n, 3.0f));
+  expect_fault(
+      [&] {
+        DeviceBuffer<float> c(n);
+        CublasHandle cublas(stream.get());
+        const float one = 1.0f, zero = 0.0f;
+        CUBLAS_CHECK(cublasSgemm(cublas.get(), CUBLAS_OP_N, CUBLAS_OP_N, n, 1, 1, &one, pageable.data(), n,
+                                 a.data(), 1, &zero, c.data(), n));
+        CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+      },
+      {"illegal address", "cublasSgemm on device 0", "in no live allocation (pageable host memory"});
+  expect_fault(
+      [&] {
+        ncclComm_t comm = nullptr;
+        int device = 0;
+        REQUIRE(ncclCommInitAll(&comm, 1, &device) == ncclSuccess);
+        const ncclResult_t result = ncclAllReduce(a.data(), pageable.data(), static_cast<std::size_t>(n),
+                                                  ncclFloat, ncclSum, comm, stream.get());
+        const cudaError_t synced = cudaStreamSynchronize(stream.get());
+        static_cast<void>(ncclCommDestroy(comm));
+        REQUIRE(result == ncclSuccess);
+        CUDA_CHECK(synced);
+      },
+      {"illegal address", "ncclAllReduce on device 0", "pageable host memory"});
+}
+
 // Run with two emulated devices (tests/CMakeLists.txt registers it so); skipped with one.
 TEST_CASE("an event is recorded and timed on its own device's streams alone, as on a GPU",
           "[emu][two_devices]") {

@@ -182,6 +182,24 @@ void check_access(std::uintptr_t address, unsigned bytes, bool write) {
   r.record->message = message.str();
 }
 
+void library_reaches(const char* what, int device, const void* p, std::size_t bytes) {
+  if (bytes == 0) return;
+  bool whole = false;
+  const std::optional<Allocation> a = find_allocation(p, bytes, &whole);
+  if (a && whole && (a->device < 0 || a->device == device || has_peer_access(device, a->device))) return;
+  std::ostringstream message;
+  message << "emulated CUDA: illegal address: " << what << " on device " << device << " reaches " << bytes
+          << " bytes at " << hex(reinterpret_cast<std::uintptr_t>(p)) << ", ";
+  if (!a)
+    message << "in no live allocation (pageable host memory, freed memory, or memory never allocated)";
+  else if (!whole)
+    message << "running past the end of an allocation of " << a->bytes << " bytes";
+  else
+    message << "in an allocation of device " << a->device << ", to which device " << device
+            << " has no peer access";
+  throw Fault(cudaErrorIllegalAddress, message.str());
+}
+
 void on_poisoned(std::uintptr_t address, unsigned bytes, bool write) {
   Running& r = running;
   if (address - r.range_begin < r.range_bytes) return check_access(address, bytes, write);

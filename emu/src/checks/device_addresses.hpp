@@ -90,6 +90,12 @@ void on_poisoned(std::uintptr_t address, unsigned bytes, bool write);
 // Allows the program's static data to every kernel, in the shadow of preset emu.
 void allow_program();
 
+// A library's device code on `device` (`what`: "cublasSgemm", "ncclAllReduce") reaching [p, p + bytes), as it
+// runs: throws Fault (cudaErrorIllegalAddress, sticky as a kernel's) unless the range lies whole in one
+// allocation the device reaches: its own, a peer's whose access it enabled, or pinned host memory. Pageable
+// host memory, another device's without peer access and freed memory are what a GPU's kernel faults on.
+void library_reaches(const char* what, int device, const void* p, std::size_t bytes);
+
 // The same for an access to host memory outside the spans known good (emu-asan).
 void check_host_access(std::uintptr_t address, unsigned bytes, bool write);
 

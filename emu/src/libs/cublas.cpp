@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "emu/src/checks/device_addresses.hpp"
 #include "emu/src/runtime/config.hpp"
 #include "emu/src/runtime/engine.hpp"
 
@@ -127,6 +128,7 @@ cublasStatus_t cublasSgemm(cublasHandle_t handle, cublasOperation_t trans_a, cub
   const auto split_begin = [k, splits](int r) {
     return static_cast<int>(static_cast<long>(k) * r / std::max(splits, 1));
   };
+  const int device = handle->device;
   mnistdp::emu::Op op;
   op.what = "cublasSgemm";
   op.run = [=] {
@@ -135,12 +137,16 @@ cublasStatus_t cublasSgemm(cublasHandle_t handle, cublasOperation_t trans_a, cub
     const auto span = [](int rows, int columns, int ld) {
       return (static_cast<std::size_t>(columns - 1) * ld + rows) * sizeof(float);
     };
+    namespace addresses = mnistdp::emu::device_addresses;
     if (k > 0) {
-      mnistdp::emu::device_operation_touches("cublasSgemm", a,
-                                             span(rows_a, trans_a == CUBLAS_OP_N ? k : m, lda), false);
-      mnistdp::emu::device_operation_touches("cublasSgemm", b,
-                                             span(rows_b, trans_b == CUBLAS_OP_N ? n : k, ldb), false);
+      const std::size_t a_bytes = span(rows_a, trans_a == CUBLAS_OP_N ? k : m, lda);
+      const std::size_t b_bytes = span(rows_b, trans_b == CUBLAS_OP_N ? n : k, ldb);
+      addresses::library_reaches("cublasSgemm", device, a, a_bytes);
+      addresses::library_reaches("cublasSgemm", device, b, b_bytes);
+      mnistdp::emu::device_operation_touches("cublasSgemm", a, a_bytes, false);
+      mnistdp::emu::device_operation_touches("cublasSgemm", b, b_bytes, false);
     }
+    addresses::library_reaches("cublasSgemm", device, c, span(m, n, ldc));
     mnistdp::emu::device_operation_touches("cublasSgemm", c, span(m, n, ldc), true);
     // op(A) [m, k] and op(B) [k, n] copied column-major (rounded to TF32 where asked), so that the loop over
     // a column of C runs along contiguous memory.

@@ -32,6 +32,7 @@
 #include <thread>
 #include <vector>
 
+#include "emu/src/checks/device_addresses.hpp"
 #include "emu/src/libs/nccl_processes.hpp"
 #include "emu/src/libs/nccl_ring.hpp"
 #include "emu/src/runtime/config.hpp"
@@ -45,6 +46,7 @@ thread_local int tls_group_depth = 0;
 struct Table {
   std::vector<const float*> send;
   std::vector<float*> recv;
+  std::vector<int> devices;  // each rank's communicator's
   std::size_t count = 0;
   int calls = 0;  // ranks that have made the call
 };
@@ -59,6 +61,13 @@ struct Clique {
 ncclResult_t fail(ncclResult_t code, const std::string& message) {
   tls_last_error = "emulated NCCL: " + message;
   return code;
+}
+
+// An all-reduce's kernel on `device` reads `send` and writes `recv`, count floats each: both must be memory
+// that device reaches, or it faults as a GPU's NCCL kernel would (device_addresses::library_reaches).
+void reaches(int device, const float* send, const float* recv, std::size_t count) {
+  mnistdp::emu::device_addresses::library_reaches("ncclAllReduce", device, send, count * sizeof(float));
+  mnistdp::emu::device_addresses::library_reaches("ncclAllReduce", device, recv, count * sizeof(float));
 }
 
 const char* result_name(ncclResult_t r) {
@@ -438,13 +447,15 @@ ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, std::size_t cou
                     "an all-reduce across processes inside a stream capture is not emulated");
       }
     }
-    o.run = [link = comm->link, send, recv, count] {
+    o.run = [link = comm->link, device = comm->device, send, recv, count] {
+      reaches(device, send, recv, count);
       mnistdp::emu::device_operation_touches("ncclAllReduce", send, count * sizeof(float), false);
       mnistdp::emu::device_operation_touches("ncclAllReduce", recv, count * sizeof(float), true);
       link->all_reduce(send, recv, count);
     };
   } else if (clique.ranks == 1) {
-    o.run = [send, recv, count] {
+    o.run = [device = comm->device, send, recv, count] {
+      reaches(device, send, recv, count);
       mnistdp::emu::device_operation_touches("ncclAllReduce", send, count * sizeof(float), false);
       mnistdp::emu::device_operation_touches("ncclAllReduce", recv, count * sizeof(float), true);
       if (send != recv) std::memmove(recv, send, count * sizeof(float));
@@ -511,9 +522,12 @@ ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, std::size_t cou
       slot.first->seqs.assign(static_cast<std::size_t>(clique.ranks), 0);
       slot.second->send.assign(static_cast<std::size_t>(clique.ranks), nullptr);
       slot.second->recv.assign(static_cast<std::size_t>(clique.ranks), nullptr);
+      slot.second->devices.assign(static_cast<std::size_t>(clique.ranks), 0);
       slot.second->count = count;
       std::shared_ptr<Table> t = slot.second;
       slot.first->run = [t] {
+        for (std::size_t r = 0; r < t->send.size(); ++r)
+          reaches(t->devices[r], t->send[r], t->recv[r], t->count);
         for (const float* in : t->send)
           mnistdp::emu::device_operation_touches("ncclAllReduce", in, t->count * sizeof(float), false);
         for (const float* out : t->recv)
@@ -530,6 +544,7 @@ ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, std::size_t cou
       return fail(ncclInvalidUsage, "ranks called ncclAllReduce with different counts");
     table->send[static_cast<std::size_t>(comm->rank)] = send;
     table->recv[static_cast<std::size_t>(comm->rank)] = recv;
+    table->devices[static_cast<std::size_t>(comm->rank)] = comm->device;
     {
       std::lock_guard engine_lock(engine.mutex);
       collective->streams[static_cast<std::size_t>(comm->rank)] = s;
