@@ -15,7 +15,6 @@ std::unique_ptr<Strategy> make_all_reduce(const StrategyParts& p) {
 }
 
 std::unique_ptr<Strategy> make_data_parallel(const StrategyParts& p) {
-  if (p.group) throw std::logic_error("nn.DataParallel's step in a process group");
   return make_data_parallel_strategy(make_data_parallel_links(p.placement, p.replicas));
 }
 

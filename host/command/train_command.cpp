@@ -229,10 +229,8 @@ int run_train(const TrainOptions& o, const LaunchInfo& launch, ProcessGroup* gro
   StopSignals signals;
   const bool root = !group || group->rank() == 0;  // only rank 0 prints the log and writes files
   const int world_size = group ? group->size() : 1;
+  // A strategy that runs in one process is refused before the processes join (run_train_in_world).
   const StrategyEntry& strategy_row = strategy_entry(o.strategy);
-  // Refused before the processes join (run_train_in_world).
-  if (group && !strategy_row.across_processes)
-    throw std::logic_error(fmt::format("run_train: --strategy {} in a process group", strategy_row.name));
   TrainConfig t = o.train;
   if (root) {
     console_print(stdout, "mnist-dp: SimpleNet 784-256-10, {} parameters\n", ParamLayout::kCount);

@@ -219,7 +219,6 @@ CudaReplica::CudaReplica(const DataSplits& data, int device, const CudaStepOptio
   kernels.fused_step = options_.fused_step;
   kernels.fused_order = fused_order();
   kernels.persistent_blocks = options_.persistent ? sm_count_ * options_.persistent_blocks_per_sm : 0;
-  kernels.activation = options_.activation;
   step_.emplace(step_view(), kernels, &timeline_);
   StepLaunchSettings settings;
   settings.steps_per_graph = options_.steps_per_graph;
@@ -266,7 +265,7 @@ void CudaReplica::ensure_rows(int rows) {
   x_ = DeviceBuffer<float>(n * L::kInput);
   y_ = DeviceBuffer<std::uint8_t>(n);
   h_ = DeviceBuffer<float>(n * L::kHidden);
-  if (keeps_pre_activation(step_->kernels().activation)) z_ = DeviceBuffer<float>(n * L::kHidden);
+  if (keeps_pre_activation(options_.activation)) z_ = DeviceBuffer<float>(n * L::kHidden);
   dh_ = DeviceBuffer<float>(n * L::kHidden);
   logits_ = DeviceBuffer<float>(n * L::kClasses);
   dlogits_ = DeviceBuffer<float>(n * L::kClasses);

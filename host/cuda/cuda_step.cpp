@@ -1,8 +1,5 @@
 #include "host/cuda/cuda_step.hpp"
 
-#include <fmt/format.h>
-
-#include <stdexcept>
 #include <utility>
 
 #include "host/model/params.hpp"
@@ -21,17 +18,12 @@ using L = ParamLayout;
 }  // namespace
 
 CudaStep::CudaStep(const StepView& buffers, const StepKernels& kernels, DeviceTimeline* timeline)
-    : b_(buffers), k_(kernels), timeline_(timeline) {
-  // The fused kernels take the activation from the view, the plain launches from the kernels: one activation.
-  if (b_.activation != k_.activation)
-    throw std::invalid_argument(fmt::format("CudaStep: buffers kept for activation {}, kernels for {}",
-                                            activation_name(b_.activation), activation_name(k_.activation)));
-}
+    : b_(buffers), k_(kernels), timeline_(timeline) {}
 
 void CudaStep::fc1_forward(int rows) const {
   const auto w = ParamViews<float>::of(b_.params);
-  cuda::linear_forward(b_.x, w.fc1_weight, w.fc1_bias, b_.h, {rows, L::kInput, L::kHidden}, k_.activation,
-                       k_.gemm, keeps_pre_activation(k_.activation) ? b_.z : nullptr);
+  cuda::linear_forward(b_.x, w.fc1_weight, w.fc1_bias, b_.h, {rows, L::kInput, L::kHidden}, b_.activation,
+                       k_.gemm, keeps_pre_activation(b_.activation) ? b_.z : nullptr);
 }
 
 void CudaStep::forward(int rows) const {
@@ -89,7 +81,7 @@ void CudaStep::backward(int count) {
   const auto w = ParamViews<float>::of(b_.params);
   const auto g = ParamViews<float>::of(b_.grads);
   cuda::linear_backward(b_.dlogits, b_.h, w.fc2_weight, g.fc2_weight, g.fc2_bias, b_.dh,
-                        {count, L::kHidden, L::kClasses}, k_.activation, k_.gemm, b_.z);
+                        {count, L::kHidden, L::kClasses}, b_.activation, k_.gemm, b_.z);
   cuda::linear_backward(b_.dh, b_.x, w.fc1_weight, g.fc1_weight, g.fc1_bias, nullptr,
                         {count, L::kInput, L::kHidden}, Activation::identity, k_.gemm);
 }

@@ -29,9 +29,6 @@ struct StepKernels {
   cuda::LaunchOrder fused_order = cuda::LaunchOrder::serial;
   // The persistent kernel's grid (cuda::persistent_steps); 0 where it is not used.
   int persistent_blocks = 0;
-  // The hidden layer's activation (kernels/ref/activation.hpp), the plain launches'; the fused kernels take
-  // the view's (StepView::activation), which must be the same.
-  Activation activation = kDefaultActivation;
 };
 
 // The steps, or launches, that took each fused path: counted when launched or captured (a replay runs what

@@ -29,7 +29,8 @@ struct StepView {
   float* logits = nullptr;               // [rows, 10]
   float* dlogits = nullptr;              // [rows, 10]
   cuda::LossWatch* watch = nullptr;      // [1]: the loss record every step moves on, or nullptr for none
-  Activation activation = kDefaultActivation;  // the hidden layer's: h = activation(z)
+  Activation activation = kDefaultActivation;  // the hidden layer's, h = activation(z): every launch of the
+                                               // step takes it from here
 };
 
 // The classifier head (kernels/cuda/fused/classifier_head.hpp) over h and y: the logits, their gradient, the
