@@ -27,6 +27,9 @@ class ForwardingReplica : public Replica {
     inner_->compute_gradients(first, count, global_batch);
   }
   float* gradient_buffer() override { return inner_->gradient_buffer(); }
+  void keep_gradients() override { inner_->keep_gradients(); }
+  void add_kept_gradients() override { inner_->add_kept_gradients(); }
+  void no_sgd_step() override { inner_->no_sgd_step(); }
   void sgd_step(const SgdConfig& cfg) override { inner_->sgd_step(cfg); }
   // step_alone is not handed on: the default's false makes the trainer take compute_gradients and sgd_step,
   // which is what a test that watches or changes them needs.

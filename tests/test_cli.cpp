@@ -204,8 +204,10 @@ TEST_CASE("a bad value gets one short sentence with the range in plain numbers",
         "--max-steps: -3 is out of range; give a whole number from 0 to 1000000000000");
   CHECK(message({"train", "--timeout", "1e400"}) ==
         "--timeout: 1e400 is out of range; give a number from 0.1 to 86400");
-  for (const char* option : {"--batch-size", "--log-interval", "--replicas", "--threads", "--steps-per-graph",
-                             "--trace-steps", "--check-replicas", "--seed"})
+  CHECK(message({"train", "--accumulate", "0"}) ==
+        "--accumulate: 0 is out of range; give a whole number from 1 to 60000");
+  for (const char* option : {"--batch-size", "--accumulate", "--log-interval", "--replicas", "--threads",
+                             "--steps-per-graph", "--trace-steps", "--check-replicas", "--seed"})
     CHECK_THAT(message({"train", option, "x"}), Contains(option) && Contains("is not a whole number"));
 }
 

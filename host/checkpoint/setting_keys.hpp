@@ -8,6 +8,8 @@
 namespace mnistdp::setting_keys {
 
 inline constexpr std::string_view kBatchSize = "mnist_dp.batch_size";
+// Micro-batches of the batch size per optimiser step (--accumulate). A file without it took one.
+inline constexpr std::string_view kAccumulate = "mnist_dp.accumulate";
 inline constexpr std::string_view kLr = "mnist_dp.sgd.lr";
 inline constexpr std::string_view kMomentum = "mnist_dp.sgd.momentum";
 inline constexpr std::string_view kDampening = "mnist_dp.sgd.dampening";

@@ -27,6 +27,7 @@ void CheckpointListener::on_epoch_end(const EpochReport& r) {
   // The settings of the run, so that a resumed run goes on with them, and a reader
   // (tests/python/test_step_vs_torch.py) can redo its steps.
   c.extra[std::string(setting_keys::kBatchSize)] = std::to_string(t_.batch_size);
+  c.extra[std::string(setting_keys::kAccumulate)] = std::to_string(t_.accumulate);
   c.extra[std::string(setting_keys::kLr)] = fmt::format("{}", t_.sgd.lr);
   c.extra[std::string(setting_keys::kMomentum)] = fmt::format("{}", t_.sgd.momentum);
   c.extra[std::string(setting_keys::kDampening)] = fmt::format("{}", t_.sgd.dampening);

@@ -87,6 +87,14 @@ void add_train_options(CLI::App& train, TrainOptions& o) {
   train.add_option("--batch-size", t.batch_size, "Global batch size, split across the replicas")
       ->check(whole_number(1, 60000))
       ->capture_default_str();
+  train
+      .add_option("--accumulate", t.accumulate,
+                  "Micro-batches of --batch-size rows summed per optimiser step (gradient accumulation, "
+                  "DDP's no_sync): the gradients are exchanged and SGD steps once every K batches, and a "
+                  "step in the loss lines, --max-steps and checkpoints is K x batch rows")
+      ->option_text("K")
+      ->check(whole_number(1, 60000))
+      ->capture_default_str();
   train.add_option("--lr", t.sgd.lr, "Learning rate")
       ->check(real_number(0, kFloatMax, "3.4e38"))
       ->capture_default_str();

@@ -34,20 +34,32 @@ std::string sgd_words(const SgdConfig& sgd) {
 
 namespace {
 
+// The rows of the step explained: all of them, and its first micro-batch's (the same, unless it
+// accumulates several).
+struct ExplainedRows {
+  int step_rows;
+  int micro_rows;
+  int micro_batches;
+};
+
 // The step's rows, and the first four of its parts, which both strategies share: order, scatter, gather,
-// forward. Returns the global batch's row count.
+// forward.
 // data_parallel: the replication that comes first under DataParallel, through `links`.
-int explain_forward(std::FILE* out, const TrainConfig& config, int train_count,
-                    const std::vector<std::string>& replica_names, bool data_parallel,
-                    const std::string& links = {}) {
+ExplainedRows explain_forward(std::FILE* out, const TrainConfig& config, int train_count,
+                              const std::vector<std::string>& replica_names, bool data_parallel,
+                              const std::string& links = {}) {
   // The run's next step: step 0 of epoch 0, or where a resumed run goes on.
-  const int steps = (train_count + config.batch_size - 1) / config.batch_size;
+  const int step_rows = config.batch_size * config.accumulate;
+  const int steps = (train_count + step_rows - 1) / step_rows;
   const int epoch = static_cast<int>(config.start_step / steps);
   const int step = static_cast<int>(config.start_step % steps);
   std::vector<std::int32_t> order(static_cast<std::size_t>(train_count));
   epoch_order(order, config.seed, epoch);
-  const int start = step * config.batch_size;
-  const int batch = std::min(config.batch_size, train_count - start);
+  const int start = step * step_rows;
+  const int all = std::min(step_rows, train_count - start);
+  const int micro_batches = (all + config.batch_size - 1) / config.batch_size;
+  // The first micro-batch's, where the step accumulates several: the rest repeat it on their own rows.
+  const int batch = std::min(config.batch_size, all);
   const int n = static_cast<int>(replica_names.size());
   const std::int32_t* rows = order.data() + start;
 
@@ -63,15 +75,20 @@ int explain_forward(std::FILE* out, const TrainConfig& config, int train_count,
       out,
       "1. Order. The epoch visits the {} training rows in a permutation drawn from seed {} and epoch {}; "
       "every replica computes the same one, so nothing is sent. Step {} takes {} rows from position {}: {}\n",
-      train_count, config.seed, epoch, step, batch, start, some_rows(rows, batch));
+      train_count, config.seed, epoch, step, all, start, some_rows(rows, all));
+  if (micro_batches > 1)
+    console_print(
+        out,
+        "   It takes them as {} micro-batches of up to {} rows (--accumulate {}), one after another; "
+        "steps 2 to {} below are those of the first micro-batch, the {} rows from position {}.\n",
+        micro_batches, config.batch_size, config.accumulate, data_parallel ? 8 : 6, batch, start);
   console_print(out, "2. Scatter. The {} rows are split over {} replica{} with torch.chunk's sizes:\n", batch,
                 n, n == 1 ? "" : "s");
   for (int r = 0; r < n; ++r) {
     const Shard s = shard_of(batch, n, r);
     if (s.count == 0)
       console_print(out, "   replica {} ({}): no rows this step; {}\n", r, replica_names[r],
-                    data_parallel ? "its gradients are zeros in the reduction"
-                                  : "it still joins the all-reduce with zeros");
+                    data_parallel ? "its gradients are zeros in the reduction" : "its gradient is zeros");
     else
       console_print(out, "   replica {} ({}): batch rows {} to {}, training images {}\n", r, replica_names[r],
                     s.first, s.first + s.count - 1, some_rows(rows + s.first, s.count));
@@ -89,25 +106,41 @@ int explain_forward(std::FILE* out, const TrainConfig& config, int train_count,
           ? " (its input z kept as well: the derivative of " +
                 std::string(activation_name(config.activation)) + " is read from z)"
           : "");
-  return batch;
+  return {all, batch, micro_batches};
+}
+
+// What the micro-batches after the first do, before the exchange: nothing where the step is one.
+void explain_accumulation(std::FILE* out, const ExplainedRows& rows, const char* where) {
+  if (rows.micro_batches < 2) return;
+  console_print(
+      out,
+      "   Accumulate. The other {} micro-batch{} repeat the steps above on their own rows, and {} "
+      "adds the gradient to the one kept from the micro-batches before, element by element; nothing "
+      "is communicated until the last (DDP's no_sync). Their sum is the gradient of the {} rows' "
+      "mean loss.\n",
+      rows.micro_batches - 1, rows.micro_batches == 2 ? "" : "es", where, rows.step_rows);
 }
 
 }  // namespace
 
 void explain_first_step(std::FILE* out, const TrainConfig& config, int train_count,
                         const std::vector<std::string>& replica_names, const std::string& communicator) {
-  const int batch = explain_forward(out, config, train_count, replica_names, /*data_parallel=*/false);
+  const ExplainedRows rows =
+      explain_forward(out, config, train_count, replica_names, /*data_parallel=*/false);
+  const int batch = rows.step_rows;
   const float scale = 1.0f / static_cast<float>(batch);
   console_print(
       out,
-      "5. Loss. Softmax cross-entropy per row; its gradient dlogits = (softmax - onehot) / {} (the global "
-      "batch, {:.6g}, never the replica's own row count), so the replicas' gradients add up to the "
-      "gradient of the batch's mean loss.\n",
-      batch, static_cast<double>(scale));
+      "5. Loss. Softmax cross-entropy per row; its gradient dlogits = (softmax - onehot) / {} (the {}, "
+      "{:.6g}, never the replica's own row count), so the replicas' gradients add up to the "
+      "gradient of the {}'s mean loss.\n",
+      batch, rows.micro_batches > 1 ? "step's rows" : "global batch", static_cast<double>(scale),
+      rows.micro_batches > 1 ? "step" : "batch");
   console_print(
       out,
       "6. Backward. fc2.weight' = dlogits^T h, fc2.bias' = column sums of dlogits, dh = dlogits fc2.weight "
       "masked where h = 0; fc1.weight' = dh^T x, fc1.bias' = column sums of dh (x needs no gradient).\n");
+  explain_accumulation(out, rows, "each replica");
   console_print(
       out,
       "7. All-reduce. One sum over the replicas of one flat buffer of {} floats: the {} gradients and, in "
@@ -133,7 +166,9 @@ void explain_first_step(std::FILE* out, const TrainConfig& config, int train_cou
 
 void explain_data_parallel_step(std::FILE* out, const TrainConfig& config, int train_count,
                                 const std::vector<std::string>& replica_names, const std::string& links) {
-  const int batch = explain_forward(out, config, train_count, replica_names, /*data_parallel=*/true, links);
+  const ExplainedRows rows =
+      explain_forward(out, config, train_count, replica_names, /*data_parallel=*/true, links);
+  const int batch = rows.micro_rows;
   console_print(
       out,
       "5. Gather the logits. Every replica's logits and labels are copied to device 0, in replica order: "
@@ -144,7 +179,7 @@ void explain_data_parallel_step(std::FILE* out, const TrainConfig& config, int t
       "6. Loss, on device 0 alone. Softmax cross-entropy per row over the whole batch, and its gradient "
       "dlogits = (softmax - onehot) / {}: [{}, 10], each row the same number the all-reduce's replica would "
       "compute for it.\n",
-      batch, batch);
+      rows.step_rows, batch);
   console_print(out,
                 "7. Scatter d(logits). Each replica gets its rows of dlogits back and runs the backward pass "
                 "from them: fc2.weight' = dlogits^T h, fc2.bias', dh masked where h = 0, fc1.weight' = dh^T "
@@ -153,6 +188,7 @@ void explain_data_parallel_step(std::FILE* out, const TrainConfig& config, int t
                 "8. Reduce. The replicas' gradients, {} floats each, are copied to device 0 and added there "
                 "in replica order (not all-reduced: the other replicas never see the sum).\n",
                 ParamLayout::kCount);
+  explain_accumulation(out, rows, "device 0, after its reduction,");
   console_print(out,
                 "9. Update. Device 0 alone applies SGD ({}) to its parameters{}; the others' copies are "
                 "stale until the next step's replication (0.) replaces them.\n",

@@ -125,6 +125,14 @@ StartState start_state(const TrainOptions& o, TrainConfig& t, const DataSplits& 
       throw CheckpointError(
           fmt::format("{}: the saved batch size {} is out of range", o.resume->string(), batch_size));
     t.batch_size = static_cast<int>(batch_size);
+    // A checkpoint from before --accumulate took one micro-batch a step.
+    std::uint64_t accumulate = static_cast<std::uint64_t>(t.accumulate);
+    const auto a = c.extra.find(std::string(setting_keys::kAccumulate));
+    saved.take_whole("--accumulate", a == c.extra.end() ? std::string("1") : a->second, accumulate);
+    if (accumulate < 1 || accumulate > 60000)
+      throw CheckpointError(fmt::format("{}: the saved number of micro-batches a step ({}) is out of range",
+                                        o.resume->string(), accumulate));
+    t.accumulate = static_cast<int>(accumulate);
     saved.take_whole("--seed", std::to_string(c.seed), t.seed);
     saved.take_float("--lr", std::string(setting_keys::kLr), t.sgd.lr);
     saved.take_float("--momentum", std::string(setting_keys::kMomentum), t.sgd.momentum);
@@ -136,10 +144,12 @@ StartState start_state(const TrainOptions& o, TrainConfig& t, const DataSplits& 
     state.step = c.step;
     state.params = std::move(c.params);
     state.momentum = std::move(c.momentum);
-    const int steps_per_epoch = (data.train.count + t.batch_size - 1) / t.batch_size;
-    console_print(stdout, "resuming: {}, {}; with its settings: batch {}, {}, seed {}, activation {}\n",
-                  o.resume->string(), progress_words(c.step, steps_per_epoch), t.batch_size, sgd_words(t.sgd),
-                  t.seed, activation_name(t.activation));
+    const int step_rows = t.batch_size * t.accumulate;
+    const int steps_per_epoch = (data.train.count + step_rows - 1) / step_rows;
+    console_print(stdout, "resuming: {}, {}; with its settings: batch {}{}, {}, seed {}, activation {}\n",
+                  o.resume->string(), progress_words(c.step, steps_per_epoch), t.batch_size,
+                  accumulate_words(t.accumulate, t.batch_size), sgd_words(t.sgd), t.seed,
+                  activation_name(t.activation));
     return state;
   }
   if (o.init_from) {
@@ -162,6 +172,7 @@ StartState share_start_state(ProcessGroup& group, StartState state, TrainConfig&
     std::uint64_t seed;
     std::int32_t has_momentum;
     std::int32_t batch_size;
+    std::int32_t accumulate;
     float lr;
     float momentum;
     float dampening;
@@ -172,6 +183,7 @@ StartState share_start_state(ProcessGroup& group, StartState state, TrainConfig&
            t.seed,
            state.momentum ? 1 : 0,
            t.batch_size,
+           t.accumulate,
            t.sgd.lr,
            t.sgd.momentum,
            t.sgd.dampening,
@@ -183,6 +195,7 @@ StartState share_start_state(ProcessGroup& group, StartState state, TrainConfig&
     state.step = header.step;
     t.seed = header.seed;
     t.batch_size = header.batch_size;
+    t.accumulate = header.accumulate;
     t.sgd =
         SgdConfig{header.lr, header.momentum, header.dampening, header.weight_decay, header.nesterov != 0};
     t.activation = static_cast<Activation>(header.activation);

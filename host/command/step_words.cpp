@@ -27,4 +27,10 @@ std::string steps_words(long first, long last, int steps_per_epoch) {
                      last % steps_per_epoch);
 }
 
+std::string accumulate_words(int accumulate, int batch_size) {
+  if (accumulate == 1) return {};
+  return fmt::format(" x {} micro-batches a step ({} rows)", accumulate,
+                     static_cast<long>(accumulate) * batch_size);
+}
+
 }  // namespace mnistdp

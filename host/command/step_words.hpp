@@ -13,4 +13,8 @@ std::string step_words(long step, int steps_per_epoch);
 // "epoch 0, steps 0 to 49", "epoch 0, step 900 to epoch 1, step 12".
 std::string steps_words(long first, long last, int steps_per_epoch);
 
+// What follows "batch 64" where a step accumulates micro-batches: " x 4 micro-batches a step (256 rows)";
+// nothing for one.
+std::string accumulate_words(int accumulate, int batch_size);
+
 }  // namespace mnistdp

@@ -54,18 +54,20 @@ DataSplits load_data(const TrainOptions& o, bool report) {
   return data;
 }
 
-// The start-up table: devices, then each replica with its share of a full batch and of the last, short one.
-// In a multi-process run, rank 0 lists its own replicas and counts the others'.
+// The start-up table: devices, then each replica with its share of a full batch and of the last, short one
+// (of a micro-batch, where a step accumulates several: the last micro-batch of an epoch is then the short
+// one). In a multi-process run, rank 0 lists its own replicas and counts the others'.
 // The strategy's line closes it.
 void print_placement(const Placement& placement, const std::vector<std::unique_ptr<Replica>>& replicas,
-                     const StrategyEntry& strategy, const std::string& how, int batch_size, int train_count,
-                     int world_size) {
+                     const StrategyEntry& strategy, const std::string& how, int batch_size, int accumulate,
+                     int train_count, int world_size) {
   for (const std::string& line : placement.device_lines)
     console_print(stdout, "device: {}\n", line);
   const int local = static_cast<int>(replicas.size());
   const int n = local * world_size;
   const int last = train_count % batch_size == 0 ? batch_size : train_count % batch_size;
-  console_print(stdout, "{:>8}  {:<48} {:>10} {:>10}\n", "replica", "where", "rows/step", "last step");
+  console_print(stdout, "{:>8}  {:<48} {:>10} {:>10}\n", "replica", "where",
+                accumulate > 1 ? "rows/micro" : "rows/step", accumulate > 1 ? "last micro" : "last step");
   for (int r = 0; r < local; ++r)
     console_print(stdout, "{:>8}  {:<48} {:>10} {:>10}\n", r, replicas[r]->description(),
                   shard_of(batch_size, n, r).count, shard_of(last, n, r).count);
@@ -100,6 +102,7 @@ std::vector<Setting> run_settings(const TrainOptions& o, const TrainConfig& t, c
       {"the replicas per process", fmt::format("{} on the {}", local_replicas, gpu ? "GPU" : "CPU")},
       {"--epochs", fmt::format("{}", t.epochs)},
       {"--batch-size", fmt::format("{}", t.batch_size)},
+      {"--accumulate", fmt::format("{}", t.accumulate)},
       {"--lr", fmt::format("{}", t.sgd.lr)},
       {"--momentum", fmt::format("{}", t.sgd.momentum)},
       {"--dampening", fmt::format("{}", t.sgd.dampening)},
@@ -137,6 +140,7 @@ std::string start_record(const TrainConfig& t, const DataSplits& data,
                         {"replicas", devices},
                         {"epochs", t.epochs},
                         {"batch_size", t.batch_size},
+                        {"accumulate", t.accumulate},
                         {"lr", as_written(t.sgd.lr)},
                         {"momentum", as_written(t.sgd.momentum)},
                         {"dampening", as_written(t.sgd.dampening)},
@@ -270,7 +274,8 @@ int run_train(const TrainOptions& o, const LaunchInfo& launch, ProcessGroup* gro
   std::unique_ptr<Strategy> strategy = strategy_row.make({placement, replicas, group, rank_timeout(o)});
   const std::string how = strategy->description();
   if (root)
-    print_placement(placement, replicas, strategy_row, how, t.batch_size, data.train.count, world_size);
+    print_placement(placement, replicas, strategy_row, how, t.batch_size, t.accumulate, data.train.count,
+                    world_size);
   if (root && !placement.gpu) {
     const std::vector<std::string> ignored = ignored_gpu_options(o);
     if (!ignored.empty())
@@ -298,9 +303,9 @@ int run_train(const TrainOptions& o, const LaunchInfo& launch, ProcessGroup* gro
     metrics = std::make_unique<MetricsWriter>(*o.metrics, start_record(t, data, replicas));
 
   if (root)
-    console_print(stdout, "training: {} epoch{}, batch {}, {}, seed {}; host memory {:.0f} MiB\n", t.epochs,
-                  t.epochs == 1 ? "" : "s", t.batch_size, sgd_words(t.sgd), t.seed,
-                  static_cast<double>(host_rss_bytes()) / kMiB);
+    console_print(stdout, "training: {} epoch{}, batch {}{}, {}, seed {}; host memory {:.0f} MiB\n", t.epochs,
+                  t.epochs == 1 ? "" : "s", t.batch_size, accumulate_words(t.accumulate, t.batch_size),
+                  sgd_words(t.sgd), t.seed, static_cast<double>(host_rss_bytes()) / kMiB);
 
   // mpirun hands its processes a pseudo-terminal whatever its own output is, so under MPI the progress line
   // is drawn only when asked for.
@@ -310,7 +315,7 @@ int run_train(const TrainOptions& o, const LaunchInfo& launch, ProcessGroup* gro
   Trainer trainer(std::move(replicas), std::move(strategy), data.train.count, t, group);
   const int steps_per_epoch = trainer.steps_per_epoch();
   std::optional<ConsoleListener> console;
-  if (root) console.emplace(stdout, progress, t.epochs, t.batch_size);
+  if (root) console.emplace(stdout, progress, t.epochs, trainer.step_rows());
 #ifdef MNISTDP_CUDA_EMULATED
   if (console && placement.gpu) console->mark_times_emulated();
 #endif
@@ -324,9 +329,17 @@ int run_train(const TrainOptions& o, const LaunchInfo& launch, ProcessGroup* gro
     for (const auto& r : trainer.replicas())
       names.push_back(r->description());
     const std::vector<std::vector<StepMarks>> marks = trainer.take_trace();
+    const std::vector<int> micro_batches = trainer.traced_micro_batches();
     write_chrome_trace(*o.trace, marks, names, t.start_step, trainer.strategy().trace_phases(),
-                       trainer.take_link_trace());
-    const long traced = marks.empty() ? 0 : static_cast<long>(marks.front().size());
+                       trainer.take_link_trace(), micro_batches);
+    // A timeline's entries are micro-batches where steps accumulate several: the steps they began.
+    long traced = marks.empty() ? 0 : static_cast<long>(marks.front().size());
+    if (!micro_batches.empty()) {
+      long entries = traced;
+      traced = 0;
+      for (std::size_t s = 0; s < micro_batches.size() && entries > 0; ++s, ++traced)
+        entries -= micro_batches[s];
+    }
     if (traced == 0)
       console_print(stdout, "timeline: no step was run; {} holds no step\n", o.trace->string());
     else

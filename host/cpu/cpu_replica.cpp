@@ -259,10 +259,19 @@ void CpuReplica::forward_logits(int first, int count) {
   timeline_.mark(Mark::loss);
 }
 
-void CpuReplica::batch_loss(const float* logits, const std::uint8_t* labels, float* dlogits, int rows) {
+void CpuReplica::batch_loss(const float* logits, const std::uint8_t* labels, float* dlogits, int rows,
+                            int global_batch) {
   // ref::softmax_xent_row on each row, as cpu::softmax_xent, and the losses summed in double in row order.
   grads_[ParamLayout::kLossSlot] =
-      ref::softmax_xent(logits, labels, dlogits, rows, kOut, 1.0f / static_cast<float>(rows));
+      ref::softmax_xent(logits, labels, dlogits, rows, kOut, 1.0f / static_cast<float>(global_batch));
+}
+
+void CpuReplica::add_kept_gradients() {
+  if (kept_grads_.size() != grads_.size())
+    throw std::logic_error("add_kept_gradients: no gradients kept (keep_gradients first)");
+  // kept + new, as sum_into_first adds a replica's buffer to the sum so far.
+  for (std::size_t i = 0; i < grads_.size(); ++i)
+    grads_[i] = kept_grads_[i] + grads_[i];
 }
 
 void CpuReplica::backward_from_dlogits(int count) {

@@ -29,6 +29,8 @@ class CpuReplica final : public Replica {
   void set_epoch_order(std::span<const std::int32_t> order) override;
   void compute_gradients(int first, int count, int global_batch) override;
   float* gradient_buffer() override { return grads_.data(); }
+  void keep_gradients() override { kept_grads_ = grads_; }
+  void add_kept_gradients() override;
   void sgd_step(const SgdConfig& cfg) override;
   // Without momentum: fc1's weight is updated as its gradient is made, and never stored (cpu::WeightUpdate),
   // which saves the SGD step's pass over 98.6% of the parameters and their gradients.
@@ -39,7 +41,8 @@ class CpuReplica final : public Replica {
   EvalResult evaluate() override;
   ShardBuffers shard_buffers(int rows) override;
   void forward_logits(int first, int count) override;
-  void batch_loss(const float* logits, const std::uint8_t* labels, float* dlogits, int rows) override;
+  void batch_loss(const float* logits, const std::uint8_t* labels, float* dlogits, int rows,
+                  int global_batch) override;
   void backward_from_dlogits(int count) override;
   void no_sgd_step() override {
     timeline_.mark(Mark::sgd);
@@ -70,9 +73,10 @@ class CpuReplica final : public Replica {
   int index_;
   cpu::Isa isa_;
   Activation activation_;
-  CacheAlignedVector<float> params_;    // [kCount]
-  CacheAlignedVector<float> grads_;     // [kGradCount], the loss sum in the last slot
-  CacheAlignedVector<float> momentum_;  // [kCount] once the first momentum step has run
+  CacheAlignedVector<float> params_;      // [kCount]
+  CacheAlignedVector<float> grads_;       // [kGradCount], the loss sum in the last slot
+  CacheAlignedVector<float> kept_grads_;  // [kGradCount] once keep_gradients has run
+  CacheAlignedVector<float> momentum_;    // [kCount] once the first momentum step has run
   bool has_momentum_ = false;
   std::vector<std::int32_t> order_;  // [train.count]
 

@@ -135,7 +135,7 @@ class CudaDataParallelLinks final : public DataParallelLinks {
     }
   }
 
-  void gather_and_take_loss(std::span<const Shard> shards, int rows) override {
+  void gather_and_take_loss(std::span<const Shard> shards, int rows, int global_batch) override {
     const DeviceGuard guard;
     for (std::size_t r = 1; r < replicas_.size(); ++r) {
       CUDA_CHECK(cudaSetDevice(replicas_[r].device));
@@ -160,7 +160,7 @@ class CudaDataParallelLinks final : public DataParallelLinks {
                                      root().stream));
     }
     stamp(LinkMark::loss, root());
-    root().replica->batch_loss(logits_.data(), labels_.data(), dlogits_.data(), rows);
+    root().replica->batch_loss(logits_.data(), labels_.data(), dlogits_.data(), rows, global_batch);
   }
 
   void scatter_dlogits(std::span<const Shard> shards) override {

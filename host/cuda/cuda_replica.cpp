@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <numeric>
 #include <stdexcept>
 #include <utility>
@@ -13,6 +14,7 @@
 #include "kernels/cuda/fused/persistent_step.hpp"
 #include "kernels/cuda/ops/gather.hpp"
 #include "kernels/cuda/ops/loss_watch.hpp"
+#include "kernels/cuda/ops/replica_sum.hpp"
 #include "kernels/cuda/ops/softmax_xent.hpp"
 #include "kernels/cuda/runtime/check.hpp"
 #include "kernels/cuda/thrust/accuracy.hpp"
@@ -276,9 +278,10 @@ void CudaReplica::ensure_rows(int rows) {
 std::size_t CudaReplica::device_bytes() const {
   return train_images_.bytes() + train_labels_.bytes() + test_images_.bytes() + test_labels_.bytes() +
          test_rows_.bytes() + order_.bytes() + order_keys_.bytes() + thrust_scratch_.bytes() +
-         params_.bytes() + grads_.bytes() + momentum_.bytes() + x_.bytes() + y_.bytes() + h_.bytes() +
-         z_.bytes() + dh_.bytes() + logits_.bytes() + dlogits_.bytes() + cursor_.bytes() +
-         eval_loss_.bytes() + eval_correct_.bytes() + loss_watch_.bytes();
+         params_.bytes() + grads_.bytes() + kept_grads_.bytes() + kept_sum_table_.bytes() +
+         momentum_.bytes() + x_.bytes() + y_.bytes() + h_.bytes() + z_.bytes() + dh_.bytes() +
+         logits_.bytes() + dlogits_.bytes() + cursor_.bytes() + eval_loss_.bytes() + eval_correct_.bytes() +
+         loss_watch_.bytes();
 }
 
 std::string CudaReplica::description() const {
@@ -443,9 +446,10 @@ void CudaReplica::forward_logits(int first, int count) {
   step_->forward_logits(first, count);
 }
 
-void CudaReplica::batch_loss(const float* logits, const std::uint8_t* labels, float* dlogits, int rows) {
+void CudaReplica::batch_loss(const float* logits, const std::uint8_t* labels, float* dlogits, int rows,
+                             int global_batch) {
   activate();
-  step_->batch_loss(logits, labels, dlogits, rows);
+  step_->batch_loss(logits, labels, dlogits, rows, global_batch);
 }
 
 void CudaReplica::backward_from_dlogits(int count) {
@@ -492,6 +496,29 @@ float* CudaReplica::gradient_buffer() {
   // a recorded step must be on the stream by then.
   if (launch_->holds_steps()) prepare_access();
   return grads_.data();
+}
+
+void CudaReplica::keep_gradients() {
+  prepare_access();  // the kept values are those of every step given so far
+  if (kept_grads_.size() == 0) {
+    // Made at the first accumulated step, once: runs without accumulation never hold it.
+    kept_grads_ = DeviceBuffer<float>(L::kGradCount);
+    const std::array<const float*, 2> table{grads_.data(), kept_grads_.data()};
+    kept_sum_table_ = DeviceBuffer<const float*>(table.size());
+    CUDA_CHECK(cudaMemcpyAsync(kept_sum_table_.data(), table.data(), kept_sum_table_.bytes(),
+                               cudaMemcpyHostToDevice, stream_.get()));
+    stream_.synchronize();  // the host table goes out of scope
+  }
+  CUDA_CHECK(cudaMemcpyAsync(kept_grads_.data(), grads_.data(), grads_.bytes(), cudaMemcpyDeviceToDevice,
+                             stream_.get()));
+}
+
+void CudaReplica::add_kept_gradients() {
+  if (kept_grads_.size() == 0)
+    throw std::logic_error("add_kept_gradients: no gradients kept (keep_gradients first)");
+  prepare_access();
+  // new + kept, each addition rounded once: the same bits as kept + new, the host's order.
+  cuda::sum_in_order(kept_sum_table_.data(), 2, grads_.data(), L::kGradCount, stream_.get());
 }
 
 void CudaReplica::trace_steps(long steps) {

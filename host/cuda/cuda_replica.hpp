@@ -124,6 +124,9 @@ class CudaReplica final : public Replica {
   void set_epoch_order(std::span<const std::int32_t> order) override;
   void compute_gradients(int first, int count, int global_batch) override;
   float* gradient_buffer() override;  // device memory, [ParamLayout::kGradCount]
+  // On the stream: a device-to-device copy aside, then the in-order sum (kernels/cuda/ops/replica_sum.hpp).
+  void keep_gradients() override;
+  void add_kept_gradients() override;
   void sgd_step(const SgdConfig& cfg) override;
   // With CudaStepOptions::alone and cuda_graphs, the whole step the way chosen takes it; false otherwise,
   // and for the first step with momentum and traced steps, which run the plain way.
@@ -134,7 +137,8 @@ class CudaReplica final : public Replica {
   // nn.DataParallel's pieces, on this replica's stream: the plain launches whatever the options.
   ShardBuffers shard_buffers(int rows) override;
   void forward_logits(int first, int count) override;
-  void batch_loss(const float* logits, const std::uint8_t* labels, float* dlogits, int rows) override;
+  void batch_loss(const float* logits, const std::uint8_t* labels, float* dlogits, int rows,
+                  int global_batch) override;
   void backward_from_dlogits(int count) override;
   void no_sgd_step() override;
   float loss_sum() override;
@@ -228,8 +232,11 @@ class CudaReplica final : public Replica {
   std::array<std::optional<Event>, 2> order_copied_;
   int order_slot_ = 0;  // the staging buffer the next order goes through
 
-  DeviceBuffer<float> params_;    // [ParamLayout::kCount]
-  DeviceBuffer<float> grads_;     // [ParamLayout::kGradCount], the loss sum in the last slot
+  DeviceBuffer<float> params_;      // [ParamLayout::kCount]
+  DeviceBuffer<float> grads_;       // [ParamLayout::kGradCount], the loss sum in the last slot
+  DeviceBuffer<float> kept_grads_;  // [ParamLayout::kGradCount] once keep_gradients has run
+  // {grads_, kept_grads_}: the table of buffers add_kept_gradients sums, in device memory.
+  DeviceBuffer<const float*> kept_sum_table_;
   DeviceBuffer<float> momentum_;  // [ParamLayout::kCount]
   bool has_momentum_ = false;
 

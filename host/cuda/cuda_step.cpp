@@ -96,9 +96,10 @@ void CudaStep::forward_logits(int first, int count) {
   mark(Mark::loss);
 }
 
-void CudaStep::batch_loss(const float* logits, const std::uint8_t* labels, float* dlogits, int rows) {
+void CudaStep::batch_loss(const float* logits, const std::uint8_t* labels, float* dlogits, int rows,
+                          int global_batch) {
   cuda::softmax_xent(logits, labels, dlogits, b_.grads + L::kLossSlot, rows, L::kClasses,
-                     1.0f / static_cast<float>(rows), stream());
+                     1.0f / static_cast<float>(global_batch), stream());
 }
 
 void CudaStep::backward_from_dlogits(int count) {

@@ -72,7 +72,8 @@ class CudaStep {
   // the loss of `rows` gathered rows, mean over them, into dlogits and the loss slot; the backward pass from
   // the dlogits buffer into the parameters' gradients (zeros for count 0).
   void forward_logits(int first, int count);
-  void batch_loss(const float* logits, const std::uint8_t* labels, float* dlogits, int rows);
+  void batch_loss(const float* logits, const std::uint8_t* labels, float* dlogits, int rows,
+                  int global_batch);
   void backward_from_dlogits(int count);
 
   // Whether fused_step() takes a shard of `count` rows.

@@ -61,7 +61,7 @@ class HostDataParallelLinks final : public DataParallelLinks {
     mark(LinkMark::broadcast_end);
   }
 
-  void gather_and_take_loss(std::span<const Shard> shards, int rows) override {
+  void gather_and_take_loss(std::span<const Shard> shards, int rows, int global_batch) override {
     mark(LinkMark::gather);
     const auto n = static_cast<std::size_t>(rows);
     logits_.resize(n * kClasses);
@@ -76,7 +76,7 @@ class HostDataParallelLinks final : public DataParallelLinks {
       std::copy_n(b.labels, static_cast<std::size_t>(s.count), labels_.begin() + s.first);
     }
     mark(LinkMark::loss);
-    replicas_[0]->batch_loss(logits_.data(), labels_.data(), dlogits_.data(), rows);
+    replicas_[0]->batch_loss(logits_.data(), labels_.data(), dlogits_.data(), rows, global_batch);
   }
 
   void scatter_dlogits(std::span<const Shard> shards) override {
@@ -124,15 +124,11 @@ void Replica::forward_logits(int /*first*/, int /*count*/) {
 }
 
 void Replica::batch_loss(const float* /*logits*/, const std::uint8_t* /*labels*/, float* /*dlogits*/,
-                         int /*rows*/) {
+                         int /*rows*/, int /*global_batch*/) {
   no_data_parallel(*this);
 }
 
 void Replica::backward_from_dlogits(int /*count*/) {
-  no_data_parallel(*this);
-}
-
-void Replica::no_sgd_step() {
   no_data_parallel(*this);
 }
 
@@ -156,18 +152,37 @@ class DataParallelStrategy final : public Strategy {
   void trace_steps(long steps) override { links_->trace_steps(steps); }
   std::vector<LinkStepMarks> take_link_trace() override { return links_->take_trace(); }
 
-  void step(const ReplicaSet& set, int first, int rows, const SgdConfig& sgd) override {
+  void step(const ReplicaSet& set, const StepRows& rows, const SgdConfig& sgd) override {
+    const std::span<Replica* const> replicas = set.replicas;
+    const int micro_batches = rows.micro_batches();
+    // Each micro-batch is a whole forward and backward of nn.DataParallel's (a module called K times before
+    // optimizer.step()), its gradients reduced onto device 0 and added there to those kept from the
+    // micro-batches before, as autograd accumulates them into device 0's .grad.
+    for (int m = 0; m < micro_batches; ++m) {
+      const bool last = m + 1 == micro_batches;
+      if (m > 0) replicas[0]->keep_gradients();
+      micro_batch(set, rows.micro_first(m), rows.micro_count(m), rows.rows);
+      if (m > 0) replicas[0]->add_kept_gradients();
+      if (!last) replicas[0]->no_sgd_step();
+    }
+    replicas[0]->sgd_step(sgd);
+  }
+
+ private:
+  // Rows [first, first + count) of the epoch's order, to the gradients on device 0 (scaled by
+  // 1 / global_batch).
+  void micro_batch(const ReplicaSet& set, int first, int count, int global_batch) {
     const std::span<Replica* const> replicas = set.replicas;
     const int n = static_cast<int>(replicas.size());
     std::vector<Shard> shards;
     for (int r = 0; r < n; ++r)
-      shards.push_back(shard_of(rows, n, r));
+      shards.push_back(shard_of(count, n, r));
     links_->broadcast_parameters();
     set.workers.run([&](int r) {
       const Shard& s = shards[static_cast<std::size_t>(r)];
       replicas[static_cast<std::size_t>(r)]->forward_logits(first + s.first, s.count);
     });
-    links_->gather_and_take_loss(shards, rows);
+    links_->gather_and_take_loss(shards, count, global_batch);
     links_->scatter_dlogits(shards);
     set.workers.run([&](int r) {
       Replica& replica = *replicas[static_cast<std::size_t>(r)];
@@ -175,10 +190,8 @@ class DataParallelStrategy final : public Strategy {
       if (r > 0) replica.no_sgd_step();
     });
     links_->reduce_gradients();
-    replicas[0]->sgd_step(sgd);
   }
 
- private:
   std::unique_ptr<DataParallelLinks> links_;
 };
 

@@ -39,8 +39,9 @@ class DataParallelLinks {
   // Replica 0's parameters into every other replica's.
   virtual void broadcast_parameters() = 0;
   // Each replica's logits and labels of its shard into device 0's batch buffers, at the shard's rows; then
-  // the batch's loss and d(logits) on device 0 (replica 0's batch_loss over `rows` rows).
-  virtual void gather_and_take_loss(std::span<const Shard> shards, int rows) = 0;
+  // the batch's loss and d(logits) on device 0 (replica 0's batch_loss over `rows` rows, d(logits) scaled
+  // by 1 / global_batch).
+  virtual void gather_and_take_loss(std::span<const Shard> shards, int rows, int global_batch) = 0;
   // Each replica's rows of the batch's d(logits) into its own buffer.
   virtual void scatter_dlogits(std::span<const Shard> shards) = 0;
   // The replicas' parameter gradients added into replica 0's, in replica order (its loss slot kept).

@@ -79,6 +79,16 @@ class Replica {
   // device memory for GPU replicas).
   virtual float* gradient_buffer() = 0;
 
+  // Gradient accumulation (--accumulate K, DDP's no_sync): keep_gradients() sets the gradient buffer, loss
+  // slot included, aside; add_kept_gradients() then makes the buffer the kept values plus the buffer as it
+  // stands, element by element, each addition rounded once, as the host communicator adds two replicas'
+  // buffers. Between the two calls the replica computes the next micro-batch's gradient into the buffer.
+  virtual void keep_gradients() = 0;
+  virtual void add_kept_gradients() = 0;
+  // This replica takes no SGD step after the gradients just computed (DataParallel's replicas other than 0,
+  // or a micro-batch before the last of an accumulated step): it closes the step's timeline marks here.
+  virtual void no_sgd_step() = 0;
+
   // One torch.optim.SGD step with the gradient buffer as it stands (all-reduced by then).
   virtual void sgd_step(const SgdConfig& cfg) = 0;
 
@@ -112,14 +122,13 @@ class Replica {
   // The logits, and the labels, of rows order[first, first + count) under the current parameters.
   virtual void forward_logits(int first, int count);
   // The whole batch's loss on this replica's device: logits [rows, 10] and labels [rows] gathered there ->
-  // dlogits [rows, 10] (the loss's gradient, mean over the rows) and the loss sum in the gradient buffer's
-  // last slot.
-  virtual void batch_loss(const float* logits, const std::uint8_t* labels, float* dlogits, int rows);
+  // dlogits [rows, 10] (the loss's gradient, scaled by 1 / global_batch: the rows' mean, or the optimiser
+  // step's when it accumulates several micro-batches) and the loss sum in the gradient buffer's last slot.
+  virtual void batch_loss(const float* logits, const std::uint8_t* labels, float* dlogits, int rows,
+                          int global_batch);
   // The gradients of the last forward_logits' `count` rows from the d(logits) in shard_buffers().dlogits,
   // into the gradient buffer's parameter slots (the loss slot is left as it is); zeros for count 0.
   virtual void backward_from_dlogits(int count);
-  // This step's SGD is device 0's alone: a replica other than 0 closes its step's timeline marks here.
-  virtual void no_sgd_step();
 
   // The loss sum in the gradient buffer (after the all-reduce: of the global batch). May wait for the device.
   virtual float loss_sum() = 0;

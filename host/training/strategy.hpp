@@ -6,6 +6,7 @@
 //   allreduce     each replica its shard's gradient, one all-reduce, every replica steps  (all_reduce.cpp)
 //   dataparallel  nn.DataParallel's: device 0 takes the loss, the gradients reduced onto it, and it alone
 //                 steps; its parameters copied to the others before each step (data_parallel.cpp)
+#include <algorithm>
 #include <memory>
 #include <span>
 #include <string>
@@ -29,13 +30,29 @@ struct ReplicaSet {
   int first_replica = 0;  // the number, among all processes' replicas, of replicas[0]
 };
 
+// One optimiser step's rows of the epoch's order, [first, first + rows), taken `micro_rows` at a time:
+// gradient accumulation (--accumulate K, DDP's no_sync) makes one step of K micro-batches of the batch size,
+// their gradients summed on each replica before anything is communicated. Without it, micro_rows is the
+// batch size and a step is one micro-batch (the last of an epoch may be short either way).
+struct StepRows {
+  int first = 0;
+  int rows = 0;
+  int micro_rows = 1;
+
+  int micro_batches() const { return (rows + micro_rows - 1) / micro_rows; }
+  // Micro-batch m's rows, of the epoch's order.
+  int micro_first(int m) const { return first + m * micro_rows; }
+  int micro_count(int m) const { return std::min(micro_rows, rows - m * micro_rows); }
+};
+
 class Strategy {
  public:
   virtual ~Strategy() = default;
   // How the replicas' gradients (or parameters) travel: the communicator's or the links' own words.
   virtual std::string description() const = 0;
-  // One global batch: rows [first, first + rows) of the epoch's order, every replica's part of it.
-  virtual void step(const ReplicaSet& set, int first, int rows, const SgdConfig& sgd) = 0;
+  // One optimiser step: every replica's part of each micro-batch of `rows`, the gradients of the step's
+  // rows (each scaled by 1 / rows.rows), one exchange, one SGD step.
+  virtual void step(const ReplicaSet& set, const StepRows& rows, const SgdConfig& sgd) = 0;
   // Waits until the communication of every step so far has finished, and throws if one failed: called
   // before the host reads a result of the replicas.
   virtual void await_completion() {}
@@ -58,5 +75,11 @@ std::unique_ptr<Strategy> make_all_reduce_strategy(std::unique_ptr<Communicator>
 
 // nn.DataParallel's own (host/training/data_parallel.hpp), over `links`.
 std::unique_ptr<Strategy> make_data_parallel_strategy(std::unique_ptr<DataParallelLinks> links);
+
+// Replica `index`'s gradient of the step's rows (of this process's replicas; `world_index` its number among
+// every process's): its shard of each micro-batch, summed over the micro-batches in their order (the first
+// computed into the gradient buffer, each later one added to what was kept), every one scaled by
+// 1 / rows.rows. A micro-batch before the last closes the replica's timeline marks without an SGD step.
+void compute_step_gradients(Replica& replica, const StepRows& rows, int world_replicas, int world_index);
 
 }  // namespace mnistdp

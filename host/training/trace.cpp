@@ -14,12 +14,16 @@ struct PhaseBounds {
   const char* name;
   Mark begin;
   Mark end;
+  bool once_a_step = false;  // after the last micro-batch of an accumulated step only
 };
 
 constexpr PhaseBounds kAllReducePhases[] = {
-    {"gather", Mark::gather, Mark::forward},       {"forward", Mark::forward, Mark::loss},
-    {"loss", Mark::loss, Mark::backward},          {"backward", Mark::backward, Mark::backward_end},
-    {"all-reduce", Mark::backward_end, Mark::sgd}, {"sgd", Mark::sgd, Mark::sgd_end},
+    {"gather", Mark::gather, Mark::forward},
+    {"forward", Mark::forward, Mark::loss},
+    {"loss", Mark::loss, Mark::backward},
+    {"backward", Mark::backward, Mark::backward_end},
+    {"all-reduce", Mark::backward_end, Mark::sgd, true},
+    {"sgd", Mark::sgd, Mark::sgd_end, true},
 };
 
 // Under DataParallel a replica's "loss" span runs from the end of its forward pass to the start of its
@@ -30,7 +34,7 @@ constexpr PhaseBounds kDataParallelPhases[] = {
     {"to device 0 and back (gather, loss, scatter)", Mark::loss, Mark::backward},
     {"backward", Mark::backward, Mark::backward_end},
     {"reduce onto device 0", Mark::backward_end, Mark::sgd},
-    {"sgd", Mark::sgd, Mark::sgd_end},
+    {"sgd", Mark::sgd, Mark::sgd_end, true},
 };
 
 struct LinkPhaseBounds {
@@ -47,7 +51,43 @@ constexpr LinkPhaseBounds kLinkPhases[] = {
     {"reduce gradients", LinkMark::reduce, LinkMark::reduce_end},
 };
 
-nlohmann::json span(const char* name, std::size_t row, double begin, double end, long step) {
+// Which step, and which of its micro-batches, the k-th recorded entry of a timeline is.
+struct EntryStep {
+  long step;
+  int micro_batch;
+  bool last;  // the step's last micro-batch
+};
+
+class EntrySteps {
+ public:
+  EntrySteps(long first_step, std::span<const int> micro_batches)
+      : first_step_(first_step), micro_batches_(micro_batches) {}
+  EntryStep operator()(std::size_t entry) const {
+    if (micro_batches_.empty()) return {first_step_ + static_cast<long>(entry), 0, true};
+    std::size_t k = entry;
+    for (std::size_t s = 0; s < micro_batches_.size(); ++s) {
+      const auto n = static_cast<std::size_t>(micro_batches_[s]);
+      if (k < n) return {first_step_ + static_cast<long>(s), static_cast<int>(k), k + 1 == n};
+      k -= n;
+    }
+    throw std::logic_error(
+        fmt::format("write_chrome_trace: entry {} beyond the traced steps' micro-batches", entry));
+  }
+  bool accumulated() const {
+    for (int n : micro_batches_)
+      if (n > 1) return true;
+    return false;
+  }
+
+ private:
+  long first_step_;
+  std::span<const int> micro_batches_;
+};
+
+nlohmann::json span(const char* name, std::size_t row, double begin, double end, const EntryStep& at,
+                    bool accumulated) {
+  nlohmann::json args{{"step", at.step}};
+  if (accumulated) args["micro-batch"] = at.micro_batch;
   return {{"name", name},
           {"cat", "step"},
           {"ph", "X"},
@@ -55,7 +95,7 @@ nlohmann::json span(const char* name, std::size_t row, double begin, double end,
           {"tid", row},
           {"ts", begin},
           {"dur", end > begin ? end - begin : 0.0},
-          {"args", {{"step", step}}}};
+          {"args", args}};
 }
 
 nlohmann::json row_name(std::size_t row, const std::string& name) {
@@ -67,7 +107,9 @@ nlohmann::json row_name(std::size_t row, const std::string& name) {
 void write_chrome_trace(const std::filesystem::path& path,
                         const std::vector<std::vector<StepMarks>>& replica_marks,
                         const std::vector<std::string>& names, long first_step, TraceStrategy strategy,
-                        const std::vector<LinkStepMarks>& link_marks) {
+                        const std::vector<LinkStepMarks>& link_marks, std::span<const int> micro_batches) {
+  const EntrySteps entry_step(first_step, micro_batches);
+  const bool accumulated = entry_step.accumulated();
   // Times start at the first mark of the run, so the numbers a reader sees are small.
   double origin = 0;
   bool have_origin = false;
@@ -92,9 +134,11 @@ void write_chrome_trace(const std::filesystem::path& path,
     events.push_back(row_name(r, fmt::format("replica {} ({})", r, r < names.size() ? names[r] : "?")));
     for (std::size_t step = 0; step < replica_marks[r].size(); ++step) {
       const StepMarks& m = replica_marks[r][step];
+      const EntryStep at = entry_step(step);
       for (const PhaseBounds& p : phases)
-        events.push_back(span(p.name, r, m[static_cast<int>(p.begin)] - origin,
-                              m[static_cast<int>(p.end)] - origin, first_step + static_cast<long>(step)));
+        if (at.last || !p.once_a_step)
+          events.push_back(span(p.name, r, m[static_cast<int>(p.begin)] - origin,
+                                m[static_cast<int>(p.end)] - origin, at, accumulated));
     }
   }
   // DataParallel's copies: a row below the replicas'.
@@ -105,7 +149,7 @@ void write_chrome_trace(const std::filesystem::path& path,
       const LinkStepMarks& m = link_marks[step];
       for (const LinkPhaseBounds& p : kLinkPhases)
         events.push_back(span(p.name, row, m[static_cast<int>(p.begin)] - origin,
-                              m[static_cast<int>(p.end)] - origin, first_step + static_cast<long>(step)));
+                              m[static_cast<int>(p.end)] - origin, entry_step(step), accumulated));
     }
   }
   std::ofstream file(path, std::ios::out | std::ios::trunc);

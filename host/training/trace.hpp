@@ -8,6 +8,7 @@
 #include <array>
 #include <chrono>
 #include <filesystem>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -64,11 +65,15 @@ enum class TraceStrategy { allreduce, dataparallel };
 
 // Writes the trace: replica_marks[r][k] holds replica r's marks of step first_step + k (steps counted in all,
 // so that a resumed run's steps keep their numbers); names label the rows. link_marks: DataParallel's copies
-// (one row of their own, "device 0's copies"), or empty.
+// (one row of their own, "device 0's copies"), or empty. micro_batches: where steps accumulate several
+// micro-batches (--accumulate), the count of each traced step's; a timeline then holds one entry per
+// micro-batch, each span names its step and micro-batch, and the exchange and SGD spans are the last
+// micro-batch's alone. Empty: one entry per step.
 void write_chrome_trace(const std::filesystem::path& path,
                         const std::vector<std::vector<StepMarks>>& replica_marks,
                         const std::vector<std::string>& names, long first_step = 0,
                         TraceStrategy strategy = TraceStrategy::allreduce,
-                        const std::vector<LinkStepMarks>& link_marks = {});
+                        const std::vector<LinkStepMarks>& link_marks = {},
+                        std::span<const int> micro_batches = {});
 
 }  // namespace mnistdp

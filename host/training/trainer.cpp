@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <numeric>
 #include <optional>
 #include <stdexcept>
 
@@ -26,6 +27,9 @@ Trainer::Trainer(std::vector<std::unique_ptr<Replica>> replicas, std::unique_ptr
   if (!strategy_) throw std::invalid_argument("Trainer: no strategy");
   if (train_count_ <= 0) throw std::invalid_argument("Trainer: the training set is empty");
   if (config_.batch_size <= 0) throw std::invalid_argument("Trainer: batch size must be positive");
+  if (config_.accumulate <= 0)
+    throw std::invalid_argument("Trainer: the micro-batches a step accumulates must be at least 1");
+
   if (group_ && !strategy_->across_processes())
     throw std::invalid_argument(fmt::format("Trainer: {} runs in one process", strategy_->description()));
   if (config_.check_replicas > 0 && !strategy_->every_replica_steps())
@@ -64,7 +68,24 @@ bool Trainer::stop_before_step(TrainListener& listener) {
 }
 
 void Trainer::step(int first, int rows) {
-  strategy_->step({replica_ptrs_, workers_, world_replicas_, first_replica_}, first, rows, config_.sgd);
+  strategy_->step({replica_ptrs_, workers_, world_replicas_, first_replica_},
+                  {first, rows, config_.batch_size}, config_.sgd);
+}
+
+std::vector<int> Trainer::traced_micro_batches() const {
+  std::vector<int> micro;
+  if (config_.accumulate == 1) return micro;
+  const int per_epoch = steps_per_epoch();
+  // No more than the run has steps: --trace-steps may ask for more.
+  long end = static_cast<long>(config_.epochs) * per_epoch;
+  if (config_.max_steps > 0) end = std::min(end, config_.max_steps);
+  end = std::min(end, config_.start_step + config_.trace_steps);
+  for (long s = config_.start_step; s < end; ++s) {
+    const int first = static_cast<int>(s % per_epoch) * step_rows();
+    micro.push_back(
+        StepRows{first, std::min(step_rows(), train_count_ - first), config_.batch_size}.micro_batches());
+  }
+  return micro;
 }
 
 void Trainer::check_replicas_agree(long step) const {
@@ -130,9 +151,13 @@ std::vector<EpochReport> Trainer::run(TrainListener& listener) {
   const int steps = steps_per_epoch();
   long total_steps = config_.start_step;
   if (config_.trace_steps > 0) {
+    // A replica's timeline, and DataParallel's copies, record each micro-batch as a step of its own.
+    const std::vector<int> micro = traced_micro_batches();
+    const long micro_batches =
+        micro.empty() ? config_.trace_steps : std::accumulate(micro.begin(), micro.end(), 0L);
     for (auto& replica : replicas_)
-      replica->trace_steps(config_.trace_steps);
-    strategy_->trace_steps(config_.trace_steps);
+      replica->trace_steps(micro_batches);
+    strategy_->trace_steps(micro_batches);
   }
 
   // A resumed run starts inside the epoch it stopped in; each epoch's order depends only on the seed and the
@@ -174,8 +199,8 @@ std::vector<EpochReport> Trainer::run(TrainListener& listener) {
         report.complete = false;
         break;
       }
-      const int first = i * config_.batch_size;
-      const int rows = std::min(config_.batch_size, train_count_ - first);
+      const int first = i * step_rows();
+      const int rows = std::min(step_rows(), train_count_ - first);
       step(first, rows);
       ++total_steps;
       if (config_.check_replicas > 0 && total_steps % config_.check_replicas == 0)
@@ -224,7 +249,7 @@ void Trainer::check_recorded(TrainListener& listener) const {
   const int steps = steps_per_epoch();
   const int epoch = static_cast<int>(bad->step / steps);
   const int step = static_cast<int>(bad->step % steps);
-  const int rows = std::min(config_.batch_size, train_count_ - step * config_.batch_size);
+  const int rows = std::min(step_rows(), train_count_ - step * step_rows());
   // Every step up to the bad one was checked on the device and found finite.
   check_finite(bad->loss_sum / static_cast<float>(rows), epoch, step, bad->step - 1, listener);
 }

@@ -33,6 +33,10 @@ namespace mnistdp {
 struct TrainConfig {
   int epochs = 5;
   int batch_size = 64;
+  // Gradient accumulation (DDP's no_sync): micro-batches of batch_size rows per optimiser step. A step is
+  // then accumulate x batch_size rows: the epoch's steps, the loss lines, max_steps, checkpoints and the
+  // trace count optimiser steps.
+  int accumulate = 1;
   SgdConfig sgd;
   std::uint64_t seed = 0;
   int log_interval = 100;  // a loss line every this many steps (of each epoch), as the reference prints
@@ -110,7 +114,9 @@ class Trainer {
   // Runs the configured epochs and returns the report of each.
   std::vector<EpochReport> run(TrainListener& listener);
 
-  int steps_per_epoch() const { return (train_count_ + config_.batch_size - 1) / config_.batch_size; }
+  // Rows of one optimiser step (the last of an epoch may be short).
+  int step_rows() const { return config_.batch_size * config_.accumulate; }
+  int steps_per_epoch() const { return (train_count_ + step_rows() - 1) / step_rows(); }
   const std::vector<std::unique_ptr<Replica>>& replicas() const { return replicas_; }
   // Replicas in all processes, and the number of the first of this process's.
   int world_replicas() const { return world_replicas_; }
@@ -122,10 +128,14 @@ class Trainer {
   // otherwise.
   std::vector<LinkStepMarks> take_link_trace();
   const Strategy& strategy() const { return *strategy_; }
+  // The micro-batches of each traced step, in order (write_chrome_trace's micro_batches): empty where a step
+  // is one micro-batch (accumulate 1).
+  std::vector<int> traced_micro_batches() const;
 
  private:
-  // One global batch: rows [first, first + rows) of the epoch's order.
+  // One optimiser step: rows [first, first + rows) of the epoch's order.
   void step(int first, int rows);
+
   void broadcast_parameters();
   // Throws ReplicaDivergence naming the first parameter where a replica differs from replica 0 (of rank 0).
   void check_replicas_agree(long step) const;

@@ -86,4 +86,21 @@ check "a checkpoint without the key reads as relu: --activation gelu is refused"
   grep -q "saved with --activation relu, but the command line gives --activation gelu" "$work/old-gelu.err"
 check "a checkpoint without the key resumes as relu" train --max-steps 21 --resume "$work/old.st"
 
+# 8. Gradient accumulation is part of the run too: a step is --accumulate K micro-batches, so the saved step
+# count means nothing under another K. Kept on resume, another K refused; the run goes on to the bit.
+train --max-steps 30 --batch-size 32 --accumulate 2 --momentum 0.9 --save "$work/acc-straight.st" >/dev/null 2>&1
+train --max-steps 12 --batch-size 32 --accumulate 2 --momentum 0.9 --save "$work/acc.st" >/dev/null 2>&1
+check "a checkpoint records the micro-batches a step" grep -a -q '"mnist_dp.accumulate":"2"' "$work/acc.st"
+train --max-steps 30 --resume "$work/acc.st" --save "$work/acc-resumed.st" >"$work/acc-resumed.log" 2>&1
+check "resumed without --accumulate, an accumulating run goes on as it was, to the bit" \
+  cmp -s "$work/acc-straight.st" "$work/acc-resumed.st"
+check "the resumed run says its micro-batches" grep -q "batch 32 x 2 micro-batches a step (64 rows)" "$work/acc-resumed.log"
+train --max-steps 30 --accumulate 3 --resume "$work/acc.st" >/dev/null 2>"$work/acc-3.err"
+check "resuming with another --accumulate is refused, naming both" \
+  grep -q "saved with --accumulate 2, but the command line gives --accumulate 3" "$work/acc-3.err"
+perl -pe 's/"mnist_dp\.accumulate":"1",/" " x length($&)/e' "$work/relu.st" >"$work/old-acc.st"
+check "the blanked checkpoint has no accumulate key" sh -c "! grep -a -q mnist_dp.accumulate '$work/old-acc.st'"
+check "a checkpoint without the key resumes with one micro-batch a step" \
+  sh -c "'$bin' train --data '$data' --device cpu --no-progress --max-steps 21 --resume '$work/old-acc.st' | grep 'with its settings: batch 64, ' >/dev/null"
+
 finish_checks
