@@ -330,8 +330,9 @@ int run_train(const TrainOptions& o, const LaunchInfo& launch, ProcessGroup* gro
       names.push_back(r->description());
     const std::vector<std::vector<StepMarks>> marks = trainer.take_trace();
     const std::vector<int> micro_batches = trainer.traced_micro_batches();
+    const TraceRun run{trainer.world_replicas(), world_size, t.batch_size, t.accumulate, data.train.count};
     write_chrome_trace(*o.trace, marks, names, t.start_step, trainer.strategy().trace_phases(),
-                       trainer.take_link_trace(), micro_batches);
+                       trainer.take_link_trace(), micro_batches, &run);
     // A timeline's entries are micro-batches where steps accumulate several: the steps they began.
     long traced = marks.empty() ? 0 : static_cast<long>(marks.front().size());
     if (!micro_batches.empty()) {

@@ -107,7 +107,8 @@ nlohmann::json row_name(std::size_t row, const std::string& name) {
 void write_chrome_trace(const std::filesystem::path& path,
                         const std::vector<std::vector<StepMarks>>& replica_marks,
                         const std::vector<std::string>& names, long first_step, TraceStrategy strategy,
-                        const std::vector<LinkStepMarks>& link_marks, std::span<const int> micro_batches) {
+                        const std::vector<LinkStepMarks>& link_marks, std::span<const int> micro_batches,
+                        const TraceRun* run) {
   const EntrySteps entry_step(first_step, micro_batches);
   const bool accumulated = entry_step.accumulated();
   // Times start at the first mark of the run, so the numbers a reader sees are small.
@@ -155,7 +156,18 @@ void write_chrome_trace(const std::filesystem::path& path,
   std::ofstream file(path, std::ios::out | std::ios::trunc);
   if (!file)
     throw std::runtime_error(fmt::format("{}: cannot open the trace file for writing", path.string()));
-  file << nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ns"}}.dump() << '\n';
+  nlohmann::json trace{{"traceEvents", events}, {"displayTimeUnit", "ns"}};
+  // Trace viewers pass over keys they do not know.
+  if (run)
+    trace["mnist_dp"] = {{"strategy", strategy == TraceStrategy::dataparallel ? "dataparallel" : "allreduce"},
+                         {"first_step", first_step},
+                         {"replicas", replica_marks.size()},
+                         {"world_replicas", run->world_replicas},
+                         {"processes", run->processes},
+                         {"batch_size", run->batch_size},
+                         {"accumulate", run->accumulate},
+                         {"train_count", run->train_count}};
+  file << trace.dump() << '\n';
   if (!file.flush()) throw std::runtime_error(fmt::format("{}: write failed (disk full?)", path.string()));
 }
 

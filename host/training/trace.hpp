@@ -63,6 +63,16 @@ using LinkStepMarks = std::array<double, kLinkMarksPerStep>;
 // device 0 (the other replicas take no SGD step).
 enum class TraceStrategy { allreduce, dataparallel };
 
+// What a reader of the trace (bench/trace_report.py) needs to know of the run besides the marks: written as
+// the trace's "mnist_dp" object, so that each step's rows, shards and bytes can be worked out from it.
+struct TraceRun {
+  int world_replicas = 1;  // every process's replicas (the shards are numbered across them)
+  int processes = 1;
+  int batch_size = 64;
+  int accumulate = 1;
+  int train_count = 0;
+};
+
 // Writes the trace: replica_marks[r][k] holds replica r's marks of step first_step + k (steps counted in all,
 // so that a resumed run's steps keep their numbers); names label the rows. link_marks: DataParallel's copies
 // (one row of their own, "device 0's copies"), or empty. micro_batches: where steps accumulate several
@@ -74,6 +84,6 @@ void write_chrome_trace(const std::filesystem::path& path,
                         const std::vector<std::string>& names, long first_step = 0,
                         TraceStrategy strategy = TraceStrategy::allreduce,
                         const std::vector<LinkStepMarks>& link_marks = {},
-                        std::span<const int> micro_batches = {});
+                        std::span<const int> micro_batches = {}, const TraceRun* run = nullptr);
 
 }  // namespace mnistdp
