@@ -15,16 +15,17 @@ The words, as this script measures them from the trace's spans:
   communication  the all-reduce: from the moment the last replica enters its "all-reduce" span to the moment
                  the first one leaves it (before that, the sum cannot begin; after it, the sum is done);
                  DataParallel: device 0's copies (broadcast parameters, gather logits, scatter d(logits),
-                 reduce gradients)
+                 reduce gradients); ZeRO-1: its collectives' row (reduce-scatter, all-gather)
   waiting        the part of a replica's exchange spans ("all-reduce"; DataParallel's "to device 0 and back"
-                 and "reduce onto device 0") outside the communication: the replica is done and the others,
-                 or device 0, are not
+                 and "reduce onto device 0"; ZeRO-1's "reduce-scatter") outside the communication: the
+                 replica is done and the others, or device 0, are not
   overlap        the time when communication and some replica's computation run at once, the union of one
                  against the union of the other
   idle           the step's wall time less the replica's computation and exchange spans
   bytes          computed from the model's sizes and the step's shards (bench/make_record.py's
                  strategy_bytes, read from the trace's "mnist_dp" object), not measured: one all-reduce of the
-                 gradient buffer a step; DataParallel's copies once per micro-batch
+                 gradient buffer a step; DataParallel's copies once per micro-batch; ZeRO-1's reduce-scatter
+                 and all-gather once a step, together the all-reduce's bytes
 
 The trace of one process holds only its own replicas; the bytes count every process's (world_replicas).
 """
@@ -35,10 +36,12 @@ import os
 import statistics
 import sys
 
-COMPUTE = {"gather", "forward", "loss", "backward", "sgd", "loss on device 0"}
-EXCHANGE = {"all-reduce", "reduce onto device 0", "to device 0 and back (gather, loss, scatter)"}
-LINK_COPIES = {"broadcast parameters", "gather logits", "scatter d(logits)", "reduce gradients"}
-LINK_ROW = "device 0's copies (nn.DataParallel)"
+COMPUTE = {"gather", "forward", "loss", "backward", "sgd", "sgd on its shard", "loss on device 0"}
+EXCHANGE = {"all-reduce", "reduce onto device 0", "to device 0 and back (gather, loss, scatter)",
+            "reduce-scatter (and waiting for it)"}
+LINK_COPIES = {"broadcast parameters", "gather logits", "scatter d(logits)", "reduce gradients",
+               "reduce-scatter gradients", "all-gather parameters"}
+LINK_ROWS = {"device 0's copies (nn.DataParallel)", "the collectives (ZeRO-1)"}
 
 
 def load_make_record():
@@ -125,6 +128,13 @@ def step_bytes(make_record, run, step):
     if run["strategy"] == "allreduce":
         # One exchange of the whole gradient buffer a step, whatever its rows.
         return {"gradients": make_record.strategy_bytes(n, rows)["allreduce"]["gradients"]}
+    if run["strategy"] == "zero1":
+        # Each replica's shard receives the N-1 others' values there, and the loss slot is summed from and
+        # sent back to the N-1 others; each shard of the parameters goes to the N-1 others. Together 2 (N-1)
+        # gradient buffers: the all-reduce's bytes, in two halves.
+        floats = make_record.PARAMETERS
+        return {"gradients_reduce_scattered": (n - 1) * (floats + 2) * make_record.FLOAT_BYTES,
+                "parameters_all_gathered": (n - 1) * floats * make_record.FLOAT_BYTES}
     total = {}
     for m in micro:
         for k, v in make_record.strategy_bytes(n, m)["dataparallel"].items():
@@ -138,8 +148,8 @@ def report(path):
     if not spans:
         raise TraceError(f"{path}: holds no step")
     make_record = load_make_record()
-    replica_rows = sorted(r for r, name in rows.items() if name != LINK_ROW)
-    link_rows = [r for r, name in rows.items() if name == LINK_ROW]
+    replica_rows = sorted(r for r, name in rows.items() if name not in LINK_ROWS)
+    link_rows = [r for r, name in rows.items() if name in LINK_ROWS]
     steps = []
     for step in sorted({s["step"] for s in spans}):
         mine = [s for s in spans if s["step"] == step]
@@ -211,10 +221,13 @@ def main():
         r = report(a.trace)
     except TraceError as e:
         sys.exit(f"trace_report.py: {e}")
-    if a.json:
-        print(json.dumps(r))
-    else:
-        print_report(r)
+    try:
+        if a.json:
+            print(json.dumps(r))
+        else:
+            print_report(r)
+    except BrokenPipeError:  # a reader that stopped early (head)
+        sys.stderr.close()
 
 
 if __name__ == "__main__":

@@ -16,10 +16,8 @@ void CheckpointListener::on_epoch_end(const EpochReport& r) {
   c.params.resize(ParamLayout::kCount);
   Replica& replica = *trainer_.replicas()[0];
   replica.store_parameters(c.params);
-  if (replica.has_momentum()) {
-    c.momentum.emplace(ParamLayout::kCount);
-    replica.store_momentum(*c.momentum);
-  }
+  c.momentum.emplace(ParamLayout::kCount);
+  if (!trainer_.store_momentum(*c.momentum)) c.momentum.reset();
   c.epoch = r.complete ? r.epoch + 1 : r.epoch;
   c.step = r.total_steps;
   c.seed = t_.seed;

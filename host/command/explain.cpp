@@ -10,6 +10,7 @@
 #include "host/model/init.hpp"
 #include "host/model/params.hpp"
 #include "host/training/shard.hpp"
+#include "host/training/strategy.hpp"
 
 namespace mnistdp {
 
@@ -123,8 +124,11 @@ void explain_accumulation(std::FILE* out, const ExplainedRows& rows, const char*
 
 }  // namespace
 
-void explain_first_step(std::FILE* out, const TrainConfig& config, int train_count,
-                        const std::vector<std::string>& replica_names, const std::string& communicator) {
+namespace {
+
+// Steps 1 to 6 of the strategies where every replica takes its own shard's loss (the all-reduce, ZeRO-1).
+void explain_to_own_gradients(std::FILE* out, const TrainConfig& config, int train_count,
+                              const std::vector<std::string>& replica_names) {
   const ExplainedRows rows =
       explain_forward(out, config, train_count, replica_names, /*data_parallel=*/false);
   const int batch = rows.step_rows;
@@ -141,6 +145,13 @@ void explain_first_step(std::FILE* out, const TrainConfig& config, int train_cou
       "6. Backward. fc2.weight' = dlogits^T h, fc2.bias' = column sums of dlogits, dh = dlogits fc2.weight "
       "masked where h = 0; fc1.weight' = dh^T x, fc1.bias' = column sums of dh (x needs no gradient).\n");
   explain_accumulation(out, rows, "each replica");
+}
+
+}  // namespace
+
+void explain_first_step(std::FILE* out, const TrainConfig& config, int train_count,
+                        const std::vector<std::string>& replica_names, const std::string& communicator) {
+  explain_to_own_gradients(out, config, train_count, replica_names);
   console_print(
       out,
       "7. All-reduce. One sum over the replicas of one flat buffer of {} floats: the {} gradients and, in "
@@ -195,6 +206,43 @@ void explain_data_parallel_step(std::FILE* out, const TrainConfig& config, int t
                 sgd_words(config.sgd),
                 config.sgd.momentum != 0.0f ? " and keeps the only momentum buffer" : "");
   console_print(out, "\n");
+}
+
+void explain_zero1_step(std::FILE* out, const TrainConfig& config, int train_count,
+                        const std::vector<std::string>& replica_names, const std::string& communicator) {
+  explain_to_own_gradients(out, config, train_count, replica_names);
+  const int n = static_cast<int>(replica_names.size());
+  const std::vector<Shard> shards = parameter_shards(n);
+  console_print(
+      out,
+      "7. Reduce-scatter. The flat gradient buffers are summed over the replicas as the all-reduce sums "
+      "them, but each replica receives only the sum over its own shard of the {} parameters, and "
+      "every replica the loss sum ({}):\n",
+      ParamLayout::kCount, communicator);
+  for (int r = 0; r < n; ++r) {
+    const Shard& s = shards[static_cast<std::size_t>(r)];
+    console_print(out, "   replica {} ({}): parameters {} to {}, {} floats\n", r, replica_names[r], s.first,
+                  s.first + s.count - 1, s.count);
+  }
+  console_print(
+      out,
+      "8. Update. Each replica applies SGD ({}) to its shard of the parameters alone, with the summed "
+      "gradient there.{}\n",
+      sgd_words(config.sgd),
+      config.sgd.momentum != 0.0f
+          ? fmt::format(" It keeps the momentum of its shard alone: {} bytes on replica 0, where the "
+                        "all-reduce keeps {} bytes on every replica (ZeRO's stage 1: the optimiser "
+                        "state sharded).",
+                        static_cast<std::size_t>(shards[0].count) * sizeof(float),
+                        ParamLayout::kCount * sizeof(float))
+          : std::string(" Without momentum there is no optimiser state to shard: the step saves "
+                        "nothing over the all-reduce's but the SGD work, 1/N on each replica."));
+  console_print(
+      out,
+      "9. All-gather. Each replica's updated shard is copied to every other replica, so that all hold "
+      "the whole of the parameters, {} bytes each, for the next step's forward pass; the gradients, "
+      "{} bytes, stay whole on every replica too (ZeRO's stages 2 and 3 shard those).\n\n",
+      ParamLayout::kCount * sizeof(float), ParamLayout::kGradCount * sizeof(float));
 }
 
 }  // namespace mnistdp

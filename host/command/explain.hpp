@@ -18,6 +18,11 @@ std::string sgd_words(const SgdConfig& sgd);
 void explain_first_step(std::FILE* out, const TrainConfig& config, int train_count,
                         const std::vector<std::string>& replica_names, const std::string& communicator);
 
+// The same step as ZeRO stage 1 takes it (--strategy zero1): the all-reduce's halves, each replica stepping
+// its shard of the parameters; communicator: how the gradients are summed.
+void explain_zero1_step(std::FILE* out, const TrainConfig& config, int train_count,
+                        const std::vector<std::string>& replica_names, const std::string& communicator);
+
 // The same step as nn.DataParallel takes it (--strategy dataparallel); links: how device 0 reaches the
 // others.
 void explain_data_parallel_step(std::FILE* out, const TrainConfig& config, int train_count,

@@ -18,19 +18,33 @@ std::unique_ptr<Strategy> make_data_parallel(const StrategyParts& p) {
   return make_data_parallel_strategy(make_data_parallel_links(p.placement, p.replicas));
 }
 
+std::unique_ptr<Strategy> make_zero1(const StrategyParts& p) {
+  if (p.placement.gpu || p.group)
+    throw std::invalid_argument(
+        "ZeRO-1's reduce-scatter and all-gather are the in-process sum's: CPU replicas, "
+        "one process");
+  return make_zero1_strategy(make_host_communicator());
+}
+
 }  // namespace
 
-const std::array<StrategyEntry, 2> kStrategies{
+const std::array<StrategyEntry, 3> kStrategies{
     StrategyEntry{"allreduce", "DistributedDataParallel",
                   "each replica takes its shard's loss, one all-reduce of the gradients, every replica steps",
-                  "host/training/all_reduce.cpp", true, true, true, "all-reduce: {}", &explain_first_step,
-                  &make_all_reduce},
+                  "host/training/all_reduce.cpp", true, true, true, true, "all-reduce: {}",
+                  &explain_first_step, &make_all_reduce},
     StrategyEntry{"dataparallel", "nn.DataParallel",
                   "device 0 gathers the logits, takes the loss, reduces the gradients and alone steps, its "
                   "parameters copied to every replica before each step",
-                  "host/training/data_parallel.cpp", false, false, false,
+                  "host/training/data_parallel.cpp", false, false, false, true,
                   "strategy: nn.DataParallel's, device 0 steps alone; {}", &explain_data_parallel_step,
                   &make_data_parallel},
+    StrategyEntry{"zero1", "ZeroRedundancyOptimizer (ZeRO stage 1)",
+                  "the gradients reduce-scattered, each replica steps its shard of the parameters and keeps "
+                  "that shard's momentum alone, then the parameters all-gathered",
+                  "host/training/zero1.cpp", false, false, true, false,
+                  "strategy: ZeRO-1, the optimiser state sharded over the replicas; {}", &explain_zero1_step,
+                  &make_zero1},
 };
 
 const StrategyEntry& strategy_entry(std::string_view name) {

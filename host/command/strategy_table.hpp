@@ -43,12 +43,14 @@ struct StrategyEntry {
   bool across_processes;
   bool fast_paths;
   bool every_replica_steps;
+  // Whether it runs on CUDA replicas: the CUDA communicators and links it needs exist.
+  bool on_gpus;
   const char* start_line;  // the start-up line, "{}" the strategy's description
   ExplainStep* explain;
   std::unique_ptr<Strategy> (*make)(const StrategyParts& parts);
 };
 
-extern const std::array<StrategyEntry, 2> kStrategies;
+extern const std::array<StrategyEntry, 3> kStrategies;
 
 // The row called `name`; throws std::invalid_argument for a name that is none.
 const StrategyEntry& strategy_entry(std::string_view name);

@@ -247,6 +247,11 @@ int run_train(const TrainOptions& o, const LaunchInfo& launch, ProcessGroup* gro
     check_outputs_writable(o);
   }
   const Placement placement = choose_placement(o, launch);
+  if (placement.gpu && !strategy_row.on_gpus)
+    throw UsageError(
+        fmt::format("--strategy {} takes CPU replicas (--device cpu): the CUDA communicators have "
+                    "no reduce-scatter and all-gather",
+                    strategy_row.name));
   const DataSplits data = load_data(o, root);
   if (group) require_same_on_all_ranks(*group, run_settings(o, t, data, placement.replicas, placement.gpu));
   StartState start = root ? start_state(o, t, data) : StartState{};

@@ -6,6 +6,7 @@
 
 #include "host/cpu/cache_aligned.hpp"
 #include "host/cpu/thread_team.hpp"
+#include "host/model/params.hpp"
 #include "host/training/replica.hpp"
 #include "kernels/cpu/linear.hpp"
 #include "mnist_io/dataset.hpp"
@@ -30,6 +31,8 @@ class CpuReplica final : public Replica {
   void compute_gradients(int first, int count, int global_batch) override;
   float* gradient_buffer() override { return grads_.data(); }
   void keep_gradients() override { kept_grads_ = grads_; }
+  float* parameter_buffer() override { return params_.data(); }
+  void sgd_step_shard(const SgdConfig& cfg, std::size_t first, std::size_t count) override;
   void add_kept_gradients() override;
   void sgd_step(const SgdConfig& cfg) override;
   // Without momentum: fc1's weight is updated as its gradient is made, and never stored (cpu::WeightUpdate),
@@ -62,7 +65,7 @@ class CpuReplica final : public Replica {
   // its gradient's epilogue (its gradient never stored), the other parameters once every gradient is in.
   void gradients(int first, int count, int global_batch, const SgdConfig* fused_sgd);
   // sgd_step over the parameters from `begin` on.
-  void sgd(const SgdConfig& cfg, std::size_t begin);
+  void sgd(const SgdConfig& cfg, std::size_t begin, std::size_t end);
   // Checks that rows [first, first + count) lie in the epoch's order (`who` names the call).
   void check_rows(int first, int count, const char* who) const;
   // One member's part of the backward pass from dlogits_ and dlogitsT_ over `count` rows: fc2's gradients,
@@ -76,8 +79,13 @@ class CpuReplica final : public Replica {
   CacheAlignedVector<float> params_;      // [kCount]
   CacheAlignedVector<float> grads_;       // [kGradCount], the loss sum in the last slot
   CacheAlignedVector<float> kept_grads_;  // [kGradCount] once keep_gradients has run
-  CacheAlignedVector<float> momentum_;    // [kCount] once the first momentum step has run
+  CacheAlignedVector<float> momentum_;    // [momentum_count_] once the first momentum step has run
   bool has_momentum_ = false;
+  // The parameters momentum_ covers: [momentum_first_, momentum_first_ + momentum_count_), the whole buffer
+  // but under ZeRO-1.
+  std::size_t momentum_first_ = 0;
+  std::size_t momentum_count_ = ParamLayout::kCount;
+  bool momentum_sharded_ = false;
   std::vector<std::int32_t> order_;  // [train.count]
 
   // Activations, row-major: by rows ([rows, width]) where the name says nothing, feature-major ([width,

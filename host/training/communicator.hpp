@@ -8,6 +8,7 @@
 
 #include "host/processes/process_group.hpp"
 #include "host/training/replica.hpp"
+#include "host/training/shard.hpp"
 
 namespace mnistdp {
 
@@ -22,6 +23,16 @@ class Communicator {
   // that works asynchronously (NCCL across processes) watches it here, with a timeout, instead of letting a
   // lost peer hang the device forever.
   virtual void await_completion() {}
+
+  // ZeRO-1's two halves of the all-reduce (--strategy zero1), over `shards` of the parameters, one per
+  // replica (of every process, in order; shard_of over ParamLayout::kCount). reduce_scatter_gradients leaves
+  // in replica r's gradient buffer, over its shard, the sum of every replica's buffer there, added in replica
+  // order as all_reduce_gradients adds, and in every replica's loss slot the sum of the loss slots; the rest
+  // of each buffer is left as it was. all_gather_parameters copies each replica's parameters over its shard
+  // into every other replica's (Replica::parameter_buffer). A communicator without them throws
+  // std::logic_error.
+  virtual void reduce_scatter_gradients(std::span<Replica* const> replicas, std::span<const Shard> shards);
+  virtual void all_gather_parameters(std::span<Replica* const> replicas, std::span<const Shard> shards);
 };
 
 // Replica 0's gradient buffer (host memory) becomes the sum of every replica's over its first `count` floats,

@@ -2,6 +2,7 @@
 // One copy of SimpleNet on one device (a CPU thread, or a GPU), with everything that copy owns: parameters,
 // gradients, optimiser state, activations and the data set. The trainer drives replicas only through this
 // interface, so that the data-parallel logic is the same for every backend.
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -55,7 +56,10 @@ class Replica {
   virtual void load_parameters(std::span<const float> params) = 0;
   virtual void store_parameters(std::span<float> params) = 0;
   // momentum: [ParamLayout::kCount]; none until the first step with momentum (as in torch.optim.SGD), and
-  // loading an empty span returns to that state.
+  // loading an empty span returns to that state. A replica that holds the momentum of one shard alone
+  // (ZeRO-1, sgd_step_shard) stores that shard's values at their places and leaves the rest of `momentum`
+  // as it is, and loads its shard's values alone; loaded before its first sgd_step_shard, the whole buffer
+  // is kept until that step names the shard.
   virtual void load_momentum(std::span<const float> momentum) = 0;
   virtual void store_momentum(std::span<float> momentum) = 0;
   virtual bool has_momentum() const = 0;
@@ -91,6 +95,15 @@ class Replica {
 
   // One torch.optim.SGD step with the gradient buffer as it stands (all-reduced by then).
   virtual void sgd_step(const SgdConfig& cfg) = 0;
+
+  // ZeRO-1's pieces (--strategy zero1, host/training/zero1.cpp). The parameters, in the replica's memory (as
+  // gradient_buffer()): [ParamLayout::kCount]. A replica without them throws std::logic_error.
+  virtual float* parameter_buffer();
+  // One torch.optim.SGD step on parameters [first, first + count) alone, with the gradient buffer's values
+  // there, the replica keeping momentum for that shard alone (count floats, never the whole buffer's): the
+  // first call names the shard, and every later one must name the same. Marks the timeline's sgd and
+  // sgd_end as sgd_step does.
+  virtual void sgd_step_shard(const SgdConfig& cfg, std::size_t first, std::size_t count);
 
   // compute_gradients(first, count, count) and sgd_step(cfg) as one, for a replica that is the only one in
   // the run (there is nothing to all-reduce), with whatever that lets it fuse or keep back: the same results.

@@ -6,6 +6,8 @@
 //   allreduce     each replica its shard's gradient, one all-reduce, every replica steps  (all_reduce.cpp)
 //   dataparallel  nn.DataParallel's: device 0 takes the loss, the gradients reduced onto it, and it alone
 //                 steps; its parameters copied to the others before each step (data_parallel.cpp)
+//   zero1         ZeRO stage 1: the gradients reduce-scattered, each replica steps its shard of the
+//                 parameters and keeps that shard's momentum alone, the parameters all-gathered (zero1.cpp)
 #include <algorithm>
 #include <memory>
 #include <span>
@@ -16,6 +18,7 @@
 #include "host/training/data_parallel.hpp"
 #include "host/training/replica.hpp"
 #include "host/training/replica_workers.hpp"
+#include "host/training/shard.hpp"
 #include "host/training/trace.hpp"
 #include "kernels/ref/sgd.hpp"
 
@@ -56,6 +59,14 @@ class Strategy {
   // Waits until the communication of every step so far has finished, and throws if one failed: called
   // before the host reads a result of the replicas.
   virtual void await_completion() {}
+  // The run's momentum, [ParamLayout::kCount], for a checkpoint: replica 0's, or, where each replica keeps
+  // one shard of it (ZeRO-1), every replica's shard. False, with nothing written, before any step with
+  // momentum.
+  virtual bool store_momentum(std::span<Replica* const> replicas, std::span<float> momentum) {
+    if (!replicas[0]->has_momentum()) return false;
+    replicas[0]->store_momentum(momentum);
+    return true;
+  }
   // Whether every replica holds the run's parameters after each step (so that --check-replicas can compare
   // them), or device 0 alone does.
   virtual bool every_replica_steps() const = 0;
@@ -75,6 +86,13 @@ std::unique_ptr<Strategy> make_all_reduce_strategy(std::unique_ptr<Communicator>
 
 // nn.DataParallel's own (host/training/data_parallel.hpp), over `links`.
 std::unique_ptr<Strategy> make_data_parallel_strategy(std::unique_ptr<DataParallelLinks> links);
+
+// ZeRO stage 1 (torch.distributed.optim.ZeroRedundancyOptimizer, DeepSpeed's stage 1) over `communicator`'s
+// reduce-scatter and all-gather: one process.
+std::unique_ptr<Strategy> make_zero1_strategy(std::unique_ptr<Communicator> communicator);
+// ZeRO-1's shards of the flat parameters over `world_replicas` replicas: torch.chunk's sizes of
+// ParamLayout::kCount, ceil(kCount / n) each but the last (equal parts, as NCCL's reduce-scatter takes them).
+std::vector<Shard> parameter_shards(int world_replicas);
 
 // Replica `index`'s gradient of the step's rows (of this process's replicas; `world_index` its number among
 // every process's): its shard of each micro-batch, summed over the micro-batches in their order (the first

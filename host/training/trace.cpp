@@ -37,10 +37,26 @@ constexpr PhaseBounds kDataParallelPhases[] = {
     {"sgd", Mark::sgd, Mark::sgd_end, true},
 };
 
+// ZeRO-1: the replica's wait for the reduce-scatter, and its SGD step on its shard alone.
+constexpr PhaseBounds kZero1Phases[] = {
+    {"gather", Mark::gather, Mark::forward},
+    {"forward", Mark::forward, Mark::loss},
+    {"loss", Mark::loss, Mark::backward},
+    {"backward", Mark::backward, Mark::backward_end},
+    {"reduce-scatter (and waiting for it)", Mark::backward_end, Mark::sgd, true},
+    {"sgd on its shard", Mark::sgd, Mark::sgd_end, true},
+};
+
 struct LinkPhaseBounds {
   const char* name;
   LinkMark begin;
   LinkMark end;
+  bool once_a_step = false;
+};
+
+constexpr LinkPhaseBounds kZero1LinkPhases[] = {
+    {"reduce-scatter gradients", LinkMark::reduce, LinkMark::reduce_end, true},
+    {"all-gather parameters", LinkMark::broadcast, LinkMark::broadcast_end, true},
 };
 
 constexpr LinkPhaseBounds kLinkPhases[] = {
@@ -121,15 +137,24 @@ void write_chrome_trace(const std::filesystem::path& path,
         have_origin = true;
       }
 
-  for (const LinkStepMarks& m : link_marks)
-    if (!have_origin || m[0] < origin) {
-      origin = m[0];
+  const bool zero1 = strategy == TraceStrategy::zero1;
+  // ZeRO-1's entries before a step's last micro-batch hold no collective, and no mark.
+  for (const LinkStepMarks& m : link_marks) {
+    const double first = zero1 ? m[static_cast<std::size_t>(LinkMark::reduce)] : m[0];
+    if (zero1 && first == 0.0) continue;
+    if (!have_origin || first < origin) {
+      origin = first;
       have_origin = true;
     }
+  }
 
   const std::span<const PhaseBounds> phases = strategy == TraceStrategy::dataparallel
                                                   ? std::span<const PhaseBounds>(kDataParallelPhases)
-                                                  : std::span<const PhaseBounds>(kAllReducePhases);
+                                              : zero1 ? std::span<const PhaseBounds>(kZero1Phases)
+                                                      : std::span<const PhaseBounds>(kAllReducePhases);
+  const std::span<const LinkPhaseBounds> link_phases =
+      zero1 ? std::span<const LinkPhaseBounds>(kZero1LinkPhases)
+            : std::span<const LinkPhaseBounds>(kLinkPhases);
   nlohmann::json events = nlohmann::json::array();
   for (std::size_t r = 0; r < replica_marks.size(); ++r) {
     events.push_back(row_name(r, fmt::format("replica {} ({})", r, r < names.size() ? names[r] : "?")));
@@ -142,15 +167,18 @@ void write_chrome_trace(const std::filesystem::path& path,
                                 m[static_cast<int>(p.end)] - origin, at, accumulated));
     }
   }
-  // DataParallel's copies: a row below the replicas'.
+  // DataParallel's copies, or ZeRO-1's collectives: a row below the replicas'.
   if (!link_marks.empty()) {
     const std::size_t row = replica_marks.size();
-    events.push_back(row_name(row, "device 0's copies (nn.DataParallel)"));
+    events.push_back(
+        row_name(row, zero1 ? "the collectives (ZeRO-1)" : "device 0's copies (nn.DataParallel)"));
     for (std::size_t step = 0; step < link_marks.size(); ++step) {
       const LinkStepMarks& m = link_marks[step];
-      for (const LinkPhaseBounds& p : kLinkPhases)
-        events.push_back(span(p.name, row, m[static_cast<int>(p.begin)] - origin,
-                              m[static_cast<int>(p.end)] - origin, entry_step(step), accumulated));
+      const EntryStep at = entry_step(step);
+      for (const LinkPhaseBounds& p : link_phases)
+        if (at.last || !p.once_a_step)
+          events.push_back(span(p.name, row, m[static_cast<int>(p.begin)] - origin,
+                                m[static_cast<int>(p.end)] - origin, at, accumulated));
     }
   }
   std::ofstream file(path, std::ios::out | std::ios::trunc);
@@ -159,7 +187,9 @@ void write_chrome_trace(const std::filesystem::path& path,
   nlohmann::json trace{{"traceEvents", events}, {"displayTimeUnit", "ns"}};
   // Trace viewers pass over keys they do not know.
   if (run)
-    trace["mnist_dp"] = {{"strategy", strategy == TraceStrategy::dataparallel ? "dataparallel" : "allreduce"},
+    trace["mnist_dp"] = {{"strategy", strategy == TraceStrategy::dataparallel ? "dataparallel"
+                                      : zero1                                 ? "zero1"
+                                                                              : "allreduce"},
                          {"first_step", first_step},
                          {"replicas", replica_marks.size()},
                          {"world_replicas", run->world_replicas},

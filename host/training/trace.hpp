@@ -60,8 +60,10 @@ using LinkStepMarks = std::array<double, kLinkMarksPerStep>;
 // How the replicas shared each step, which names the phases between the marks: under the all-reduce, the
 // span after the backward pass is the all-reduce; under DataParallel, the span after the forward pass is
 // the trip through device 0 (gather, loss, scatter) and the one after the backward pass the reduction onto
-// device 0 (the other replicas take no SGD step).
-enum class TraceStrategy { allreduce, dataparallel };
+// device 0 (the other replicas take no SGD step); under ZeRO-1 the span after the backward pass is the
+// reduce-scatter, and the collectives, timed on the host, have a row of their own (the LinkStepMarks' reduce
+// and broadcast marks: the reduce-scatter and the all-gather).
+enum class TraceStrategy { allreduce, dataparallel, zero1 };
 
 // What a reader of the trace (bench/trace_report.py) needs to know of the run besides the marks: written as
 // the trace's "mnist_dp" object, so that each step's rows, shards and bytes can be worked out from it.

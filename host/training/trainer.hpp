@@ -128,6 +128,10 @@ class Trainer {
   // otherwise.
   std::vector<LinkStepMarks> take_link_trace();
   const Strategy& strategy() const { return *strategy_; }
+  // The run's momentum, [ParamLayout::kCount] (Strategy::store_momentum): false before any step with it.
+  bool store_momentum(std::span<float> momentum) const {
+    return strategy_->store_momentum(replica_ptrs_, momentum);
+  }
   // The micro-batches of each traced step, in order (write_chrome_trace's micro_batches): empty where a step
   // is one micro-batch (accumulate 1).
   std::vector<int> traced_micro_batches() const;

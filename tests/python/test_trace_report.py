@@ -118,7 +118,8 @@ def real(script, mnist_dp, data, folder):
     runs = {"allreduce": ["--replicas", "2"],
             "allreduce-accumulate": ["--replicas", "2", "--batch-size", "32", "--accumulate", "2"],
             "dataparallel-accumulate": ["--replicas", "3", "--strategy", "dataparallel", "--batch-size", "32",
-                                        "--accumulate", "2"]}
+                                        "--accumulate", "2"],
+            "zero1": ["--replicas", "2", "--strategy", "zero1", "--momentum", "0.9"]}
     for name, options in runs.items():
         path = os.path.join(folder, name + ".trace.json")
         subprocess.run([mnist_dp, "train", "--device", "cpu", "--data", data, "--no-progress", "--epochs", "1",
@@ -134,7 +135,14 @@ def real(script, mnist_dp, data, folder):
                       f"({parts:.3f} against {s['wall_us']:.3f})", abs(parts - s["wall_us"]) < 1e-3 * s["wall_us"])
             check(f"{name}, step {s['step']}: overlap within the communication",
                   0 <= s["overlap_us"] <= s["communication_us"] + 1e-9)
-        if name.startswith("allreduce"):
+        if name == "zero1":
+            # 2 x (203,530 + 2) floats in, the shards and the loss slot; 203,530 floats out: 2 (N-1) buffers.
+            check(f"{name}: the all-reduce's bytes in two halves",
+                  all(s["bytes"] == {"gradients_reduce_scattered": 814_128, "parameters_all_gathered": 814_120}
+                      for s in r["steps"]))
+            check(f"{name}: the collectives take time", all(s["communication_us"] > 0 for s in r["steps"]))
+            check(f"{name}: the collectives' row is not a replica", len(r["steps"][0]["replicas"]) == 2)
+        elif name.startswith("allreduce"):
             check(f"{name}: 2 (N-1) gradient buffers a step, whatever the micro-batches",
                   all(s["bytes"] == {"gradients": 1_628_248} for s in r["steps"]))
         else:
