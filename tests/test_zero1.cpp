@@ -243,8 +243,10 @@ TEST_CASE("ZeRO-1 is refused where its collectives do not exist", "[zero1][strat
   Placement placement;
   placement.replicas = 2;
   placement.gpu = true;
+  placement.replica_devices = {0, 1};
   CHECK_THROWS_WITH(strategy_entry("zero1").make({placement, replicas, nullptr, std::chrono::seconds(1)}),
-                    Catch::Contains("CPU replicas"));
+                    Catch::Contains("the replicas of one GPU"));
+  CHECK_FALSE(strategy_entry("zero1").across_gpus);
   // A communicator without the two halves says so at the first step, naming itself.
   class NoHalves final : public Communicator {
    public:

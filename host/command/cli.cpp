@@ -256,11 +256,6 @@ void check_consistency(const TrainOptions& o) {
         "--check-replicas compares the replicas the all-reduce keeps identical; under --strategy {} only "
         "device 0 keeps parameters between steps",
         strategy.name));
-  if (!strategy.on_gpus && o.device == "cuda")
-    throw UsageError(
-        fmt::format("--strategy {} takes CPU replicas (--device cpu): the CUDA communicators have "
-                    "no reduce-scatter and all-gather",
-                    strategy.name));
   if (!strategy.fast_paths) {
     for (const char* fast :
          {"--cuda-graphs", "--fused-head", "--fused-step", "--pdl", "--persistent", "--steps-per-graph"}) {

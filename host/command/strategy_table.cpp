@@ -2,12 +2,22 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "host/command/explain.hpp"
 #include "host/command/replica_setup.hpp"
+#ifdef MNISTDP_WITH_CUDA
+#include "host/cuda/cuda_communicators.hpp"
+#endif
 
 namespace mnistdp {
+
+bool all_on_one_device(const Placement& placement) {
+  const std::vector<int>& d = placement.replica_devices;
+  return std::all_of(d.begin(), d.end(), [&](int device) { return device == d.front(); });
+}
+
 namespace {
 
 std::unique_ptr<Strategy> make_all_reduce(const StrategyParts& p) {
@@ -18,12 +28,23 @@ std::unique_ptr<Strategy> make_data_parallel(const StrategyParts& p) {
   return make_data_parallel_strategy(make_data_parallel_links(p.placement, p.replicas));
 }
 
+// The communicators with the two halves: the in-process sum over CPU replicas, and the same-device sum over
+// the replicas of one GPU (a lone replica of any kind has nothing to sum).
 std::unique_ptr<Strategy> make_zero1(const StrategyParts& p) {
-  if (p.placement.gpu || p.group)
+  if (p.group) throw std::invalid_argument("ZeRO-1 runs in one process");
+  if (!p.placement.gpu || p.replicas.size() == 1) return make_zero1_strategy(make_host_communicator());
+  if (!all_on_one_device(p.placement))
     throw std::invalid_argument(
-        "ZeRO-1's reduce-scatter and all-gather are the in-process sum's: CPU replicas, "
-        "one process");
-  return make_zero1_strategy(make_host_communicator());
+        "ZeRO-1 on CUDA replicas takes the replicas of one GPU: its collectives are "
+        "the same-device sum's");
+#ifdef MNISTDP_WITH_CUDA
+  std::vector<Replica*> raw;
+  for (const auto& r : p.replicas)
+    raw.push_back(r.get());
+  return make_zero1_strategy(make_same_device_communicator(raw));
+#else
+  throw std::logic_error("CUDA replicas in a build without CUDA");
+#endif
 }
 
 }  // namespace

@@ -43,14 +43,17 @@ struct StrategyEntry {
   bool across_processes;
   bool fast_paths;
   bool every_replica_steps;
-  // Whether it runs on CUDA replicas: the CUDA communicators and links it needs exist.
-  bool on_gpus;
+  // Whether it runs on CUDA replicas of several GPUs (it has their collectives), or of one GPU alone.
+  bool across_gpus;
   const char* start_line;  // the start-up line, "{}" the strategy's description
   ExplainStep* explain;
   std::unique_ptr<Strategy> (*make)(const StrategyParts& parts);
 };
 
 extern const std::array<StrategyEntry, 3> kStrategies;
+
+// Whether every replica of a GPU placement is on one device (vacuously, for a CPU placement).
+bool all_on_one_device(const Placement& placement);
 
 // The row called `name`; throws std::invalid_argument for a name that is none.
 const StrategyEntry& strategy_entry(std::string_view name);

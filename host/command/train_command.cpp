@@ -247,10 +247,10 @@ int run_train(const TrainOptions& o, const LaunchInfo& launch, ProcessGroup* gro
     check_outputs_writable(o);
   }
   const Placement placement = choose_placement(o, launch);
-  if (placement.gpu && !strategy_row.on_gpus)
+  if (placement.gpu && !strategy_row.across_gpus && !all_on_one_device(placement))
     throw UsageError(
-        fmt::format("--strategy {} takes CPU replicas (--device cpu): the CUDA communicators have "
-                    "no reduce-scatter and all-gather",
+        fmt::format("--strategy {} takes the replicas of one GPU (--devices D --replicas N) or CPU "
+                    "replicas: its collectives on CUDA are the same-device sum's",
                     strategy_row.name));
   const DataSplits data = load_data(o, root);
   if (group) require_same_on_all_ranks(*group, run_settings(o, t, data, placement.replicas, placement.gpu));

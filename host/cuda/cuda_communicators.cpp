@@ -312,11 +312,107 @@ class SameDeviceCommunicator final : public Communicator {
     }
   }
 
+  // ZeRO-1's halves. The reduce-scatter: replica 0's stream waits for every replica's gradients, as the
+  // all-reduce's does, then one in-order sum per shard into its owner's buffer, and the loss slot's into
+  // replica 0's; each other replica's stream waits for the sums, copies the loss slot, and replica 0's
+  // waits for those copies before it goes on (its next step overwrites the slot they read). Replica r's
+  // sgd_step_shard then runs on its own stream, after the sums. The all-gather: each owner's stream copies
+  // its shard of its parameters into every other replica's, after its SGD step; every stream waits for
+  // every other's copies before its next step reads its parameters.
+  void reduce_scatter_gradients(std::span<Replica* const> replicas, std::span<const Shard> shards) override {
+    check_halves(replicas, shards, "same-device reduce-scatter");
+    const std::size_t n = replicas_.size();
+    if (n < 2) return;
+    const DeviceGuard guard;
+    CUDA_CHECK(cudaSetDevice(device_));
+    const cudaStream_t root = replicas_[0].stream;
+    if (shard_tables_.size() == 0) upload_shard_tables(shards);
+    for (std::size_t r = 1; r < n; ++r) {
+      ready_[r - 1].record(replicas_[r].stream);
+      CUDA_CHECK(cudaStreamWaitEvent(root, ready_[r - 1].get(), 0));
+    }
+    // Table k holds every replica's buffer from shard k's first element; table n, from the loss slot. The
+    // sum may write into any of its operands (kernels/cuda/ops/replica_sum.hpp): here its owner's.
+    for (std::size_t k = 0; k < n; ++k)
+      cuda::sum_in_order(shard_tables_.data() + k * n, static_cast<int>(n), buffers_[k] + shards[k].first,
+                         static_cast<std::size_t>(shards[k].count), root);
+    cuda::sum_in_order(shard_tables_.data() + n * n, static_cast<int>(n), buffers_[0] + L::kLossSlot, 1,
+                       root);
+    summed_->record(root);
+    stepped_ = true;
+    for (std::size_t r = 1; r < n; ++r) {
+      const cudaStream_t s = replicas_[r].stream;
+      CUDA_CHECK(cudaStreamWaitEvent(s, summed_->get(), 0));
+      CUDA_CHECK(cudaMemcpyAsync(buffers_[r] + L::kLossSlot, buffers_[0] + L::kLossSlot, sizeof(float),
+                                 cudaMemcpyDeviceToDevice, s));
+      copied_[r - 1].record(s);
+      CUDA_CHECK(cudaStreamWaitEvent(root, copied_[r - 1].get(), 0));
+    }
+  }
+
+  void all_gather_parameters(std::span<Replica* const> replicas, std::span<const Shard> shards) override {
+    check_halves(replicas, shards, "same-device all-gather");
+    const std::size_t n = replicas_.size();
+    if (n < 2) return;
+    if (parameters_.empty()) {
+      for (const DeviceReplica& placed : replicas_)
+        parameters_.push_back(placed.replica->parameter_buffer());
+      gathered_.clear();
+      for (std::size_t r = 0; r < n; ++r)
+        gathered_.emplace_back(cudaEventDisableTiming);
+    }
+    const DeviceGuard guard;
+    CUDA_CHECK(cudaSetDevice(device_));
+    for (std::size_t owner = 0; owner < n; ++owner) {
+      const Shard& s = shards[owner];
+      const cudaStream_t stream = replicas_[owner].stream;
+      for (std::size_t r = 0; r < n; ++r)
+        if (r != owner && s.count > 0)
+          CUDA_CHECK(cudaMemcpyAsync(parameters_[r] + s.first, parameters_[owner] + s.first,
+                                     static_cast<std::size_t>(s.count) * sizeof(float),
+                                     cudaMemcpyDeviceToDevice, stream));
+      gathered_[owner].record(stream);
+    }
+    for (std::size_t r = 0; r < n; ++r)
+      for (std::size_t owner = 0; owner < n; ++owner)
+        if (owner != r) CUDA_CHECK(cudaStreamWaitEvent(replicas_[r].stream, gathered_[owner].get(), 0));
+  }
+
  private:
+  void check_halves(std::span<Replica* const> replicas, std::span<const Shard> shards,
+                    const char* who) const {
+    check_same_replicas(replicas, replicas_, who);
+    if (shards.size() != replicas_.size())
+      throw std::invalid_argument(
+          fmt::format("{}: {} shards for {} replicas", who, shards.size(), replicas_.size()));
+    for (std::size_t r = 0; r < replicas_.size(); ++r)
+      if (replicas_[r].replica->gradient_buffer() != buffers_[r])
+        throw std::logic_error(fmt::format("{}: replica {}'s gradient buffer moved", who, r));
+  }
+
+  // The reduce-scatter's tables of operands, [(replicas + 1) x replicas] pointers: uploaded once, as the
+  // all-reduce's (the buffers never move, and a run's shards never change).
+  void upload_shard_tables(std::span<const Shard> shards) {
+    const std::size_t n = replicas_.size();
+    std::vector<const float*> tables;
+    for (std::size_t k = 0; k <= n; ++k)
+      for (std::size_t q = 0; q < n; ++q)
+        tables.push_back(buffers_[q] + (k < n ? static_cast<std::size_t>(shards[k].first) : L::kLossSlot));
+    shard_tables_ = DeviceBuffer<const float*>(tables.size());
+    const cudaStream_t root = replicas_[0].stream;
+    CUDA_CHECK(cudaMemcpyAsync(shard_tables_.data(), tables.data(), shard_tables_.bytes(),
+                               cudaMemcpyHostToDevice, root));
+    CUDA_CHECK(cudaStreamSynchronize(root));  // the host table goes out of scope
+  }
+
   std::vector<DeviceReplica> replicas_;
   std::string device_name_;
   int device_;
   std::vector<float*> buffers_;  // [replicas]: each replica's gradient buffer, [kGradCount]
+  // ZeRO-1's: the reduce-scatter's operands, each replica's parameters, and each owner's copies done.
+  DeviceBuffer<const float*> shard_tables_;
+  std::vector<float*> parameters_;
+  std::vector<Event> gathered_;
   DeviceBuffer<const float*>
       device_table_;             // [replicas]: the same pointers, in device memory, for the kernel
   std::vector<Event> ready_;     // [replicas - 1]: replica r's gradients are written (r = 1 ..)

@@ -350,8 +350,8 @@ void CudaReplica::load_momentum(std::span<const float> momentum) {
     has_momentum_ = false;
     return;
   }
-  CUDA_CHECK(cudaMemcpyAsync(momentum_.data(), momentum.data(), momentum_.bytes(), cudaMemcpyHostToDevice,
-                             stream_.get()));
+  CUDA_CHECK(cudaMemcpyAsync(momentum_.data(), momentum.data() + momentum_first_,
+                             momentum_count_ * sizeof(float), cudaMemcpyHostToDevice, stream_.get()));
   synchronize();
   has_momentum_ = true;
 }
@@ -363,8 +363,9 @@ void CudaReplica::store_momentum(std::span<float> momentum) {
         fmt::format("store_momentum: {} values, expected {}", momentum.size(), L::kCount));
   }
   prepare_access();
-  CUDA_CHECK(cudaMemcpyAsync(momentum.data(), momentum_.data(), momentum_.bytes(), cudaMemcpyDeviceToHost,
-                             stream_.get()));
+  // Under ZeRO-1, the shard's values alone, at their places.
+  CUDA_CHECK(cudaMemcpyAsync(momentum.data() + momentum_first_, momentum_.data(),
+                             momentum_count_ * sizeof(float), cudaMemcpyDeviceToHost, stream_.get()));
   synchronize();
 }
 
@@ -475,6 +476,8 @@ void CudaReplica::compute_gradients(int first, int count, int global_batch) {
 }
 
 void CudaReplica::sgd_step(const SgdConfig& cfg) {
+  if (momentum_sharded_)
+    throw std::logic_error("sgd_step: this replica holds one shard's momentum (sgd_step_shard) alone");
   activate();
   const bool with_momentum = cfg.momentum != 0.0f;
   const bool first_step = with_momentum && !has_momentum_;
@@ -496,6 +499,40 @@ float* CudaReplica::gradient_buffer() {
   // a recorded step must be on the stream by then.
   if (launch_->holds_steps()) prepare_access();
   return grads_.data();
+}
+
+float* CudaReplica::parameter_buffer() {
+  prepare_access();  // the communicator orders itself after the stream
+  return params_.data();
+}
+
+void CudaReplica::sgd_step_shard(const SgdConfig& cfg, std::size_t first, std::size_t count) {
+  if (first > L::kCount || count > L::kCount - first)
+    throw std::out_of_range(fmt::format("sgd_step_shard: parameters [{}, {}) outside the {} parameters",
+                                        first, first + count, L::kCount));
+  prepare_access();
+  if (!momentum_sharded_) {
+    // The shard named once and for all: the momentum buffer cut down to it (what a resumed run loaded kept).
+    DeviceBuffer<float> shard(std::max<std::size_t>(count, 1));
+    if (has_momentum_ && count > 0)
+      CUDA_CHECK(cudaMemcpyAsync(shard.data(), momentum_.data() + first, count * sizeof(float),
+                                 cudaMemcpyDeviceToDevice, stream_.get()));
+    stream_.synchronize();  // the old buffer is freed below
+    momentum_ = std::move(shard);
+    momentum_first_ = first;
+    momentum_count_ = count;
+    momentum_sharded_ = true;
+    // No launch way may use the whole-buffer momentum any more: the step reads it through the view.
+    launch_->drop_graphs();
+    step_->set_buffers(step_view());
+  } else if (first != momentum_first_ || count != momentum_count_) {
+    throw std::logic_error(
+        fmt::format("sgd_step_shard: parameters [{}, {}), but this replica's shard is [{}, {})", first,
+                    first + count, momentum_first_, momentum_first_ + momentum_count_));
+  }
+  const bool with_momentum = cfg.momentum != 0.0f;
+  step_->sgd_shard(cfg, with_momentum && !has_momentum_, first, count);
+  if (with_momentum) has_momentum_ = true;
 }
 
 void CudaReplica::keep_gradients() {

@@ -21,6 +21,7 @@
 #include "host/cuda/cuda_step.hpp"
 #include "host/cuda/device_timeline.hpp"
 #include "host/cuda/step_launch.hpp"
+#include "host/model/params.hpp"
 #include "host/training/replica.hpp"
 #include "kernels/cuda/gemm/gemm_version.hpp"
 #include "kernels/cuda/ops/loss_watch.hpp"
@@ -127,6 +128,10 @@ class CudaReplica final : public Replica {
   // On the stream: a device-to-device copy aside, then the in-order sum (kernels/cuda/ops/replica_sum.hpp).
   void keep_gradients() override;
   void add_kept_gradients() override;
+  // ZeRO-1: device memory, and the SGD kernel over the shard on this replica's stream; the momentum buffer
+  // is made the shard's size at the first call.
+  float* parameter_buffer() override;
+  void sgd_step_shard(const SgdConfig& cfg, std::size_t first, std::size_t count) override;
   void sgd_step(const SgdConfig& cfg) override;
   // With CudaStepOptions::alone and cuda_graphs, the whole step the way chosen takes it; false otherwise,
   // and for the first step with momentum and traced steps, which run the plain way.
@@ -237,8 +242,11 @@ class CudaReplica final : public Replica {
   DeviceBuffer<float> kept_grads_;  // [ParamLayout::kGradCount] once keep_gradients has run
   // {grads_, kept_grads_}: the table of buffers add_kept_gradients sums, in device memory.
   DeviceBuffer<const float*> kept_sum_table_;
-  DeviceBuffer<float> momentum_;  // [ParamLayout::kCount]
+  DeviceBuffer<float> momentum_;  // [momentum_count_]: the parameters' from momentum_first_ on
   bool has_momentum_ = false;
+  std::size_t momentum_first_ = 0;
+  std::size_t momentum_count_ = ParamLayout::kCount;  // the whole buffer's but under ZeRO-1 (sgd_step_shard)
+  bool momentum_sharded_ = false;
 
   // Every step's loss checked on the device: the record (moved on by each step's last kernel), its copy's
   // landing place, and the record as the host last saw it.

@@ -120,6 +120,15 @@ void CudaStep::sgd(const SgdConfig& cfg, bool first_step) {
   mark(Mark::sgd_end);
 }
 
+void CudaStep::sgd_shard(const SgdConfig& cfg, bool first_step, std::size_t first, std::size_t count) {
+  const bool with_momentum = cfg.momentum != 0.0f;
+  mark(Mark::sgd);
+  // The loss watch reads the loss slot, which the reduce-scatter summed into every replica.
+  cuda::sgd_step(b_.params + first, b_.grads + first, with_momentum ? b_.momentum : nullptr, count, cfg,
+                 first_step, stream(), b_.watch ? b_.grads + L::kLossSlot : nullptr, b_.watch);
+  mark(Mark::sgd_end);
+}
+
 bool CudaStep::fused_step_takes(int count) const {
   return k_.fused_step && cuda::classifier_head_fits(count, L::kClasses);
 }

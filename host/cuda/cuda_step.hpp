@@ -66,6 +66,8 @@ class CudaStep {
   // torch.optim.SGD's step on the gradient buffer as it stands (all-reduced by then), which also moves the
   // loss record on; first_step: the first with momentum, which starts the buffer.
   void sgd(const SgdConfig& cfg, bool first_step);
+  // ZeRO-1's: the parameters [first, first + count) alone, the view's momentum buffer holding that shard's.
+  void sgd_shard(const SgdConfig& cfg, bool first_step, std::size_t first, std::size_t count);
 
   // nn.DataParallel's pieces (Replica::forward_logits, batch_loss, backward_from_dlogits), the plain
   // launches: the gather of rows order[first, first + count) and the forward pass to the logits (and y);

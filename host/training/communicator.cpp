@@ -49,6 +49,7 @@ class HostCommunicator final : public Communicator {
 
   void reduce_scatter_gradients(std::span<Replica* const> replicas, std::span<const Shard> shards) override {
     check_shards(replicas, shards);
+    if (replicas.size() < 2) return;  // a lone replica's buffer is the sum (and may be a device's)
     std::vector<float*> buffers;
     for (Replica* r : replicas)
       buffers.push_back(r->gradient_buffer());
@@ -72,6 +73,7 @@ class HostCommunicator final : public Communicator {
 
   void all_gather_parameters(std::span<Replica* const> replicas, std::span<const Shard> shards) override {
     check_shards(replicas, shards);
+    if (replicas.size() < 2) return;
     for (std::size_t owner = 0; owner < replicas.size(); ++owner) {
       const float* from = replicas[owner]->parameter_buffer() + shards[owner].first;
       for (std::size_t r = 0; r < replicas.size(); ++r)

@@ -393,6 +393,19 @@ TEST_CASE("the same-device sum adds the buffers in replica order, to the bit", "
   for (std::size_t r = 1; r < host.size(); ++r)
     CHECK(bitwise_equal(to_host(device[r]), host[r]));
 
+  // In place into the last buffer, as ZeRO-1's reduce-scatter writes a shard's sum into its owner's: the
+  // same order of additions, whichever buffer receives it.
+  if (c.replicas >= 2) {
+    device[0] = to_device(host[0]);
+    table[0] = device[0].data();
+    const DeviceBuffer<const float*> again = to_device(table);
+    cuda::sum_in_order(again.data(), c.replicas, device.back().data(), c.n, stream.get());
+    stream.synchronize();
+    CHECK(bitwise_equal(to_host(device.back()), want));
+    for (std::size_t r = 0; r + 1 < host.size(); ++r)
+      CHECK(bitwise_equal(to_host(device[r]), host[r]));
+  }
+
   CHECK_THROWS_AS(cuda::sum_in_order(device_table.data(), 0, out.data(), c.n, stream.get()),
                   std::invalid_argument);
 }

@@ -18,13 +18,13 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kMaxBlocks = 4096;  // grid-stride beyond this; 203,531 gradient slots need 796 blocks
 
-// __restrict__ only on the table of pointers, not on out or the floats the table points to: out may be
-// buffers[0]. Each element of out is read (as buffers[0][i]) and then written by one thread only, so that
-// aliasing is harmless.
+// __restrict__ only on the table of pointers, not on out or the floats the table points to: out may be one
+// of the buffers (ZeRO-1's reduce-scatter writes each shard's sum into its owner's). Each element of out is
+// read (as buffers[k][i]) and then written by one thread only, so that aliasing is harmless.
 __global__ void __launch_bounds__(kThreads)
     sum_in_order_kernel(const float* const* __restrict__ buffers,  // [replicas] pointers to [n] floats
                         int replicas,
-                        float* out,  // [n], may be buffers[0]
+                        float* out,  // [n], may be one of the buffers
                         std::size_t n) {
   for (std::size_t i = blockIdx.x * static_cast<std::size_t>(kThreads) + threadIdx.x; i < n;
        i += static_cast<std::size_t>(gridDim.x) * kThreads) {

@@ -12,8 +12,9 @@ namespace mnistdp::cuda {
 // buffers: [replicas] pointers, in device memory, to [n] floats each (device memory on the stream's device)
 //   -> out: [n], out[i] = ((buffers[0][i] + buffers[1][i]) + buffers[2][i]) + ... in replica order, each
 //      addition rounded to nearest (no reassociation, no fused operations).
-// out may be buffers[0] (the sum in place: each element is read by the thread that writes it); it must not
-// overlap any other buffer. replicas >= 1; n == 0 launches nothing.
+// out may be any one of the buffers (the sum in place: each element is read, from every buffer, by the thread
+// that writes it, before it writes it); it must not overlap the others but at the same elements.
+// replicas >= 1; n == 0 launches nothing.
 void sum_in_order(const float* const* buffers, int replicas, float* out, std::size_t n, cudaStream_t stream);
 
 }  // namespace mnistdp::cuda
