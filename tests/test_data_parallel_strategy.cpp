@@ -18,8 +18,8 @@
 #include "host/model/params.hpp"
 #include "host/training/data_parallel.hpp"
 #include "host/training/trainer.hpp"
-#include "tests/loss_recorder.hpp"
 #include "tests/synthetic_data.hpp"
+#include "tests/trained_run.hpp"
 
 using namespace mnistdp;
 
@@ -32,13 +32,7 @@ using L = ParamLayout;
 constexpr int kTrainRows = 581;
 constexpr long kSteps = 100;
 
-using testing::LossRecorder;
-
-struct Run {
-  std::vector<float> params;
-  std::vector<float> momentum;
-  std::vector<float> losses;  // every step's
-};
+using Run = testing::TrainedRun;
 
 enum class Algorithm { allreduce, dataparallel };
 
@@ -72,15 +66,7 @@ Run train(const DataSplits& data, int replicas, Algorithm strategy, long start, 
     return Trainer(std::move(list), make_host_communicator(), data.train.count, config);
   };
   Trainer trainer = make();
-  LossRecorder recorder;
-  trainer.run(recorder);
-  Run run;
-  run.losses = recorder.losses;
-  run.params.assign(L::kCount, std::numeric_limits<float>::quiet_NaN());
-  run.momentum.assign(L::kCount, std::numeric_limits<float>::quiet_NaN());
-  trainer.replicas()[0]->store_parameters(run.params);
-  trainer.replicas()[0]->store_momentum(run.momentum);
-  return run;
+  return testing::train_to_end(trainer);
 }
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {

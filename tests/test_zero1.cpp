@@ -14,7 +14,6 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <stdexcept>
 #include <vector>
 
@@ -28,6 +27,7 @@
 #include "tests/loss_recorder.hpp"
 #include "tests/synthetic_data.hpp"
 #include "tests/temp_dir.hpp"
+#include "tests/trained_run.hpp"
 
 using namespace mnistdp;
 
@@ -39,11 +39,7 @@ using L = ParamLayout;
 // gets no rows in the short batch.
 constexpr int kTrainRows = 581;
 
-struct Run {
-  std::vector<float> params;
-  std::optional<std::vector<float>> momentum;
-  std::vector<float> losses;
-};
+using Run = testing::TrainedRun;
 
 enum class Algorithm { allreduce, zero1 };
 
@@ -89,19 +85,11 @@ Run train(const DataSplits& data, const Setup& s, long start, long end, const Ru
   std::vector<float> init(L::kCount);
   init_parameters(init, 7);
   list[0]->load_parameters(from ? from->params : init);
-  if (from && from->momentum)
+  if (from)
     for (auto& r : list)
-      r->load_momentum(*from->momentum);
+      r->load_momentum(from->momentum);
   Trainer trainer(std::move(list), strategy_of(s.algorithm), data.train.count, config_of(s, start, end));
-  testing::LossRecorder recorder;
-  trainer.run(recorder);
-  Run run;
-  run.losses = recorder.losses;
-  run.params.assign(L::kCount, std::numeric_limits<float>::quiet_NaN());
-  trainer.replicas()[0]->store_parameters(run.params);
-  std::vector<float> momentum(L::kCount, std::numeric_limits<float>::quiet_NaN());
-  if (trainer.store_momentum(momentum)) run.momentum = momentum;
-  return run;
+  return testing::train_to_end(trainer);
 }
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
@@ -120,9 +108,8 @@ TEST_CASE("ZeRO-1's parameters, momentum and losses are the all-reduce's to the 
   const Run a = train(data, allreduce, 0, 40);
   const Run z = train(data, zero1, 0, 40);
   CHECK(same_bits(z.params, a.params));
-  REQUIRE(a.momentum);
-  REQUIRE(z.momentum);
-  CHECK(same_bits(*z.momentum, *a.momentum));  // gathered from the shards: no NaN left unwritten
+  REQUIRE_FALSE(a.momentum.empty());
+  CHECK(same_bits(z.momentum, a.momentum));  // gathered from the shards: no NaN left unwritten
   CHECK(same_bits(z.losses, a.losses));
   CHECK(a.losses.back() < a.losses.front());
 }
@@ -174,8 +161,8 @@ TEST_CASE("a run resumes from ZeRO-1 under the all-reduce and back, to the same 
   const Run first_allreduce = train(data, {3, Algorithm::allreduce}, 0, 12);
   const Run then_zero1 = train(data, {3, Algorithm::zero1}, 12, 30, &first_allreduce);
   CHECK(same_bits(then_zero1.params, whole.params));
-  REQUIRE(then_zero1.momentum);
-  CHECK(same_bits(*then_zero1.momentum, *whole.momentum));
+  REQUIRE_FALSE(whole.momentum.empty());
+  CHECK(same_bits(then_zero1.momentum, whole.momentum));
   // And on two replicas after three: the shards are the run's, not the checkpoint's.
   const Run then_two = train(data, {2, Algorithm::zero1}, 12, 30, &first_zero1);
   const Run two_from_allreduce = train(data, {2, Algorithm::allreduce}, 12, 30, &first_allreduce);

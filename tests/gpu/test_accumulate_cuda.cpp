@@ -18,8 +18,8 @@
 #include "host/model/params.hpp"
 #include "host/training/trainer.hpp"
 #include "tests/gpu/gpu_test_util.hpp"
-#include "tests/loss_recorder.hpp"
 #include "tests/synthetic_data.hpp"
+#include "tests/trained_run.hpp"
 
 using namespace mnistdp;
 using namespace mnistdp::gpu_test;
@@ -33,11 +33,7 @@ std::vector<float> gradients_of(Replica& replica) {
   return to_host(replica.gradient_buffer(), L::kGradCount);
 }
 
-struct Run {
-  std::vector<float> params;
-  std::vector<float> momentum;
-  std::vector<float> losses;
-};
+using Run = testing::TrainedRun;
 
 // `replicas` CUDA replicas on device 0, batch `batch` in `accumulate` micro-batches, `steps` steps with
 // momentum 0.9.
@@ -69,15 +65,7 @@ Run train(const DataSplits& data, int replicas, int batch, int accumulate, long 
     return Trainer(std::move(list), std::move(communicator), data.train.count, config);
   };
   Trainer trainer = make();
-  testing::LossRecorder recorder;
-  trainer.run(recorder);
-  Run run;
-  run.losses = recorder.losses;
-  run.params.assign(L::kCount, std::numeric_limits<float>::quiet_NaN());
-  run.momentum.assign(L::kCount, std::numeric_limits<float>::quiet_NaN());
-  trainer.replicas()[0]->store_parameters(run.params);
-  trainer.replicas()[0]->store_momentum(run.momentum);
-  return run;
+  return testing::train_to_end(trainer);
 }
 
 }  // namespace

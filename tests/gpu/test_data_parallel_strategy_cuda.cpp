@@ -20,8 +20,8 @@
 #include "host/training/trace.hpp"
 #include "host/training/trainer.hpp"
 #include "tests/gpu/gpu_test_util.hpp"
-#include "tests/loss_recorder.hpp"
 #include "tests/synthetic_data.hpp"
+#include "tests/trained_run.hpp"
 
 using namespace mnistdp;
 using namespace mnistdp::gpu_test;
@@ -34,13 +34,7 @@ constexpr int kTrainRows = 581;  // 9 batches of 64 and one of 5: a fourth repli
 // Four epochs, each ending in its short batch; under a sanitizer, one and a bit.
 constexpr long kSteps = kUnderSanitizer ? 12 : 40;
 
-using testing::LossRecorder;
-
-struct Run {
-  std::vector<float> params;
-  std::vector<float> momentum;
-  std::vector<float> losses;
-};
+using Run = testing::TrainedRun;
 
 // `replicas` CUDA replicas, replica r on device r % devices, trained kSteps steps with momentum 0.9.
 Run train(const DataSplits& data, int replicas, int devices, bool data_parallel) {
@@ -69,15 +63,7 @@ Run train(const DataSplits& data, int replicas, int devices, bool data_parallel)
     return Trainer(std::move(list), std::move(communicator), data.train.count, config);
   };
   Trainer trainer = make();
-  LossRecorder recorder;
-  trainer.run(recorder);
-  Run run;
-  run.losses = recorder.losses;
-  run.params.assign(L::kCount, std::numeric_limits<float>::quiet_NaN());
-  run.momentum.assign(L::kCount, std::numeric_limits<float>::quiet_NaN());
-  trainer.replicas()[0]->store_parameters(run.params);
-  trainer.replicas()[0]->store_momentum(run.momentum);
-  return run;
+  return testing::train_to_end(trainer);
 }
 
 }  // namespace

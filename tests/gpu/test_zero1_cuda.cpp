@@ -16,8 +16,8 @@
 #include "host/training/strategy.hpp"
 #include "host/training/trainer.hpp"
 #include "tests/gpu/gpu_test_util.hpp"
-#include "tests/loss_recorder.hpp"
 #include "tests/synthetic_data.hpp"
+#include "tests/trained_run.hpp"
 
 using namespace mnistdp;
 using namespace mnistdp::gpu_test;
@@ -27,9 +27,7 @@ namespace {
 using L = ParamLayout;
 
 struct Run {
-  std::vector<float> params;
-  std::vector<float> momentum;
-  std::vector<float> losses;
+  testing::TrainedRun trained;
   std::vector<std::vector<float>> replica_momentum;  // each replica's store_momentum into a buffer of NaN
 };
 
@@ -56,14 +54,8 @@ Run train(const DataSplits& data, int replicas, bool zero1, long steps) {
   std::unique_ptr<Strategy> strategy = zero1 ? make_zero1_strategy(std::move(communicator))
                                              : make_all_reduce_strategy(std::move(communicator));
   Trainer trainer(std::move(list), std::move(strategy), data.train.count, config);
-  testing::LossRecorder recorder;
-  trainer.run(recorder);
-  Run run;
-  run.losses = recorder.losses;
-  run.params.assign(L::kCount, std::numeric_limits<float>::quiet_NaN());
-  trainer.replicas()[0]->store_parameters(run.params);
-  run.momentum.assign(L::kCount, std::numeric_limits<float>::quiet_NaN());
-  REQUIRE(trainer.store_momentum(run.momentum));
+  Run run{testing::train_to_end(trainer), {}};
+  REQUIRE_FALSE(run.trained.momentum.empty());
   for (Replica* r : raw) {
     run.replica_momentum.emplace_back(L::kCount, std::numeric_limits<float>::quiet_NaN());
     r->store_momentum(run.replica_momentum.back());
@@ -89,9 +81,9 @@ TEST_CASE("ZeRO-1 on the replicas of one GPU gives the all-reduce's parameters a
   const long steps = kUnderSanitizer ? 11 : 14;  // across the end of the first epoch
   const Run allreduce = train(data, replicas, false, steps);
   const Run zero1 = train(data, replicas, true, steps);
-  CHECK(bitwise_equal(zero1.params, allreduce.params));
-  CHECK(bitwise_equal(zero1.momentum, allreduce.momentum));  // gathered: nothing of the NaN left
-  CHECK(bitwise_equal(zero1.losses, allreduce.losses));
+  CHECK(bitwise_equal(zero1.trained.params, allreduce.trained.params));
+  CHECK(bitwise_equal(zero1.trained.momentum, allreduce.trained.momentum));  // gathered: no NaN left
+  CHECK(bitwise_equal(zero1.trained.losses, allreduce.trained.losses));
   // Each replica's momentum: its shard alone under ZeRO-1, the whole buffer under the all-reduce.
   const std::vector<Shard> shards = parameter_shards(replicas);
   for (int r = 0; r < replicas; ++r) {
@@ -100,5 +92,5 @@ TEST_CASE("ZeRO-1 on the replicas of one GPU gives the all-reduce's parameters a
           shards[static_cast<std::size_t>(r)].count);
     CHECK(finite(allreduce.replica_momentum[static_cast<std::size_t>(r)]) == static_cast<long>(L::kCount));
   }
-  CHECK(allreduce.losses.back() < allreduce.losses.front());
+  CHECK(allreduce.trained.losses.back() < allreduce.trained.losses.front());
 }
