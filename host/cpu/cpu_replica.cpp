@@ -63,8 +63,8 @@ void CpuReplica::load_momentum(std::span<const float> momentum) {
     return;
   }
   check_size(momentum.size(), ParamLayout::kCount, "load_momentum");
-  const auto first = momentum.begin() + static_cast<std::ptrdiff_t>(momentum_first_);
-  momentum_.assign(first, first + static_cast<std::ptrdiff_t>(momentum_count_));
+  const auto first = momentum.begin() + static_cast<std::ptrdiff_t>(shard_.first());
+  momentum_.assign(first, first + static_cast<std::ptrdiff_t>(shard_.count()));
   has_momentum_ = true;
 }
 
@@ -72,7 +72,7 @@ void CpuReplica::store_momentum(std::span<float> momentum) {
   check_size(momentum.size(), ParamLayout::kCount, "store_momentum");
   if (!has_momentum_) throw std::logic_error("store_momentum: no momentum buffer yet");
   std::copy(momentum_.begin(), momentum_.end(),
-            momentum.begin() + static_cast<std::ptrdiff_t>(momentum_first_));
+            momentum.begin() + static_cast<std::ptrdiff_t>(shard_.first()));
 }
 
 void CpuReplica::make_epoch_order(std::uint64_t seed, int epoch) {
@@ -214,42 +214,29 @@ void CpuReplica::gradients(int first, int count, int global_batch, const SgdConf
 }
 
 void CpuReplica::sgd_step(const SgdConfig& cfg) {
-  if (momentum_sharded_)
-    throw std::logic_error("sgd_step: this replica holds one shard's momentum (sgd_step_shard) alone");
+  shard_.require_whole();
   sgd(cfg, 0, ParamLayout::kCount);
 }
 
 void CpuReplica::sgd_step_shard(const SgdConfig& cfg, std::size_t first, std::size_t count) {
-  if (first > ParamLayout::kCount || count > ParamLayout::kCount - first)
-    throw std::out_of_range(fmt::format("sgd_step_shard: parameters [{}, {}) outside the {} parameters",
-                                        first, first + count, ParamLayout::kCount));
-  if (!momentum_sharded_) {
-    // The shard named once and for all; momentum loaded before it (a resumed run) is cut down to it.
-    if (has_momentum_)
-      momentum_.assign(momentum_.begin() + static_cast<std::ptrdiff_t>(first),
-                       momentum_.begin() + static_cast<std::ptrdiff_t>(first + count));
-    momentum_first_ = first;
-    momentum_count_ = count;
-    momentum_sharded_ = true;
-  } else if (first != momentum_first_ || count != momentum_count_) {
-    throw std::logic_error(
-        fmt::format("sgd_step_shard: parameters [{}, {}), but this replica's shard is [{}, {})", first,
-                    first + count, momentum_first_, momentum_first_ + momentum_count_));
-  }
+  // Momentum loaded before the shard was named (a resumed run) is cut down to it.
+  if (shard_.name(first, count) && has_momentum_)
+    momentum_.assign(momentum_.begin() + static_cast<std::ptrdiff_t>(first),
+                     momentum_.begin() + static_cast<std::ptrdiff_t>(first + count));
   sgd(cfg, first, first + count);
 }
 
 void CpuReplica::sgd(const SgdConfig& cfg, std::size_t begin, std::size_t end) {
   const bool use_momentum = cfg.momentum != 0.0f;
   const bool first_step = use_momentum && !has_momentum_;
-  if (first_step) momentum_.resize(momentum_count_);
+  if (first_step) momentum_.resize(shard_.count());
   timeline_.mark(Mark::sgd);
   const std::size_t n = end - begin;
   team_.run([&](int member) {
     const cpu::Range mine = cpu::share(static_cast<int>(n), {member, team_.size()}, 16);
     const std::size_t at = begin + static_cast<std::size_t>(mine.begin);
     ref::sgd_step(params_.data() + at, grads_.data() + at,
-                  use_momentum ? momentum_.data() + (at - momentum_first_) : nullptr,
+                  use_momentum ? momentum_.data() + (at - shard_.first()) : nullptr,
                   static_cast<std::size_t>(mine.end - mine.begin), cfg, first_step);
   });
   has_momentum_ = has_momentum_ || use_momentum;

@@ -7,6 +7,7 @@
 #include "host/cpu/cache_aligned.hpp"
 #include "host/cpu/thread_team.hpp"
 #include "host/model/params.hpp"
+#include "host/training/momentum_shard.hpp"
 #include "host/training/replica.hpp"
 #include "kernels/cpu/linear.hpp"
 #include "mnist_io/dataset.hpp"
@@ -79,13 +80,9 @@ class CpuReplica final : public Replica {
   CacheAlignedVector<float> params_;      // [kCount]
   CacheAlignedVector<float> grads_;       // [kGradCount], the loss sum in the last slot
   CacheAlignedVector<float> kept_grads_;  // [kGradCount] once keep_gradients has run
-  CacheAlignedVector<float> momentum_;    // [momentum_count_] once the first momentum step has run
+  CacheAlignedVector<float> momentum_;    // [shard_.count()] once the first momentum step has run
   bool has_momentum_ = false;
-  // The parameters momentum_ covers: [momentum_first_, momentum_first_ + momentum_count_), the whole buffer
-  // but under ZeRO-1.
-  std::size_t momentum_first_ = 0;
-  std::size_t momentum_count_ = ParamLayout::kCount;
-  bool momentum_sharded_ = false;
+  MomentumShard shard_;              // the parameters momentum_ covers
   std::vector<std::int32_t> order_;  // [train.count]
 
   // Activations, row-major: by rows ([rows, width]) where the name says nothing, feature-major ([width,

@@ -350,8 +350,8 @@ void CudaReplica::load_momentum(std::span<const float> momentum) {
     has_momentum_ = false;
     return;
   }
-  CUDA_CHECK(cudaMemcpyAsync(momentum_.data(), momentum.data() + momentum_first_,
-                             momentum_count_ * sizeof(float), cudaMemcpyHostToDevice, stream_.get()));
+  CUDA_CHECK(cudaMemcpyAsync(momentum_.data(), momentum.data() + shard_.first(),
+                             shard_.count() * sizeof(float), cudaMemcpyHostToDevice, stream_.get()));
   synchronize();
   has_momentum_ = true;
 }
@@ -364,8 +364,8 @@ void CudaReplica::store_momentum(std::span<float> momentum) {
   }
   prepare_access();
   // Under ZeRO-1, the shard's values alone, at their places.
-  CUDA_CHECK(cudaMemcpyAsync(momentum.data() + momentum_first_, momentum_.data(),
-                             momentum_count_ * sizeof(float), cudaMemcpyDeviceToHost, stream_.get()));
+  CUDA_CHECK(cudaMemcpyAsync(momentum.data() + shard_.first(), momentum_.data(),
+                             shard_.count() * sizeof(float), cudaMemcpyDeviceToHost, stream_.get()));
   synchronize();
 }
 
@@ -476,8 +476,7 @@ void CudaReplica::compute_gradients(int first, int count, int global_batch) {
 }
 
 void CudaReplica::sgd_step(const SgdConfig& cfg) {
-  if (momentum_sharded_)
-    throw std::logic_error("sgd_step: this replica holds one shard's momentum (sgd_step_shard) alone");
+  shard_.require_whole();
   activate();
   const bool with_momentum = cfg.momentum != 0.0f;
   const bool first_step = with_momentum && !has_momentum_;
@@ -507,28 +506,18 @@ float* CudaReplica::parameter_buffer() {
 }
 
 void CudaReplica::sgd_step_shard(const SgdConfig& cfg, std::size_t first, std::size_t count) {
-  if (first > L::kCount || count > L::kCount - first)
-    throw std::out_of_range(fmt::format("sgd_step_shard: parameters [{}, {}) outside the {} parameters",
-                                        first, first + count, L::kCount));
   prepare_access();
-  if (!momentum_sharded_) {
-    // The shard named once and for all: the momentum buffer cut down to it (what a resumed run loaded kept).
+  if (shard_.name(first, count)) {
+    // The momentum buffer cut down to the shard (what a resumed run loaded there kept).
     DeviceBuffer<float> shard(std::max<std::size_t>(count, 1));
     if (has_momentum_ && count > 0)
       CUDA_CHECK(cudaMemcpyAsync(shard.data(), momentum_.data() + first, count * sizeof(float),
                                  cudaMemcpyDeviceToDevice, stream_.get()));
     stream_.synchronize();  // the old buffer is freed below
     momentum_ = std::move(shard);
-    momentum_first_ = first;
-    momentum_count_ = count;
-    momentum_sharded_ = true;
     // No launch way may use the whole-buffer momentum any more: the step reads it through the view.
     launch_->drop_graphs();
     step_->set_buffers(step_view());
-  } else if (first != momentum_first_ || count != momentum_count_) {
-    throw std::logic_error(
-        fmt::format("sgd_step_shard: parameters [{}, {}), but this replica's shard is [{}, {})", first,
-                    first + count, momentum_first_, momentum_first_ + momentum_count_));
   }
   const bool with_momentum = cfg.momentum != 0.0f;
   step_->sgd_shard(cfg, with_momentum && !has_momentum_, first, count);

@@ -22,6 +22,7 @@
 #include "host/cuda/device_timeline.hpp"
 #include "host/cuda/step_launch.hpp"
 #include "host/model/params.hpp"
+#include "host/training/momentum_shard.hpp"
 #include "host/training/replica.hpp"
 #include "kernels/cuda/gemm/gemm_version.hpp"
 #include "kernels/cuda/ops/loss_watch.hpp"
@@ -242,11 +243,9 @@ class CudaReplica final : public Replica {
   DeviceBuffer<float> kept_grads_;  // [ParamLayout::kGradCount] once keep_gradients has run
   // {grads_, kept_grads_}: the table of buffers add_kept_gradients sums, in device memory.
   DeviceBuffer<const float*> kept_sum_table_;
-  DeviceBuffer<float> momentum_;  // [momentum_count_]: the parameters' from momentum_first_ on
+  DeviceBuffer<float> momentum_;  // [shard_.count()]: the parameters' from shard_.first() on
   bool has_momentum_ = false;
-  std::size_t momentum_first_ = 0;
-  std::size_t momentum_count_ = ParamLayout::kCount;  // the whole buffer's but under ZeRO-1 (sgd_step_shard)
-  bool momentum_sharded_ = false;
+  MomentumShard shard_;  // the whole buffer but under ZeRO-1 (sgd_step_shard)
 
   // Every step's loss checked on the device: the record (moved on by each step's last kernel), its copy's
   // landing place, and the record as the host last saw it.

@@ -29,7 +29,6 @@ Trainer::Trainer(std::vector<std::unique_ptr<Replica>> replicas, std::unique_ptr
   if (config_.batch_size <= 0) throw std::invalid_argument("Trainer: batch size must be positive");
   if (config_.accumulate <= 0)
     throw std::invalid_argument("Trainer: the micro-batches a step accumulates must be at least 1");
-
   if (group_ && !strategy_->across_processes())
     throw std::invalid_argument(fmt::format("Trainer: {} runs in one process", strategy_->description()));
   if (config_.check_replicas > 0 && !strategy_->every_replica_steps())
