@@ -1,2 +1,6 @@
-#define CATCH_CONFIG_MAIN
-#include <catch2/catch.hpp>
+// The CPU tests' entry point.
+#include "tests/catch_session.hpp"
+
+int main(int argc, char** argv) {
+  return testing::run_tests(argc, argv, nullptr);
+}
