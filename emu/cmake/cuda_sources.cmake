@@ -21,6 +21,11 @@ function(mnistdp_emu_cuda_sources)
       list(APPEND options --param=asan-stack=0 --param=asan-globals=0)
     endif()
   endif()
+  if(MNISTDP_EMU_ALIGNMENT_CHECK)
+    # Every load and store checked for its type's alignment (emu/src/checks/alignment.cpp): a misaligned one
+    # ends the kernel with cudaErrorMisalignedAddress once the thread reaches its next switch.
+    list(APPEND options -fsanitize=alignment -fsanitize-recover=alignment)
+  endif()
   if(MNISTDP_EMU_BLOCK_RACES)
     # The checks of races between blocks and of device addresses (emu/src/checks/block_races.hpp,
     # device_addresses.hpp) are told of every load and store. Not vectorised, so that no access is wider

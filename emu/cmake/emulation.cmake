@@ -39,6 +39,14 @@ if(CMAKE_CXX_COMPILER_ID MATCHES "^(Clang|GNU)$" AND MNISTDP_EMU_SANITIZER STREQ
 else()
   set(MNISTDP_EMU_DEVICE_SHADOW OFF)
 endif()
+# The check of misaligned accesses (emu/src/checks/alignment.cpp): UBSan's alignment check in the kernels,
+# with the emulator's handler, in a build without a sanitizer. The sanitizer presets' runtimes carry UBSan's
+# own handler, and their clang 14 checks no aggregate's copy (a float4 loaded whole) in any case.
+if(CMAKE_CXX_COMPILER_ID MATCHES "^(Clang|GNU)$" AND MNISTDP_EMU_SANITIZER STREQUAL "")
+  set(MNISTDP_EMU_ALIGNMENT_CHECK ON)
+else()
+  set(MNISTDP_EMU_ALIGNMENT_CHECK OFF)
+endif()
 if(MNISTDP_EMU_BLOCK_RACES AND NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
   message(FATAL_ERROR "MNISTDP_EMU_BLOCK_RACES needs clang (SanitizerCoverage's load and store callbacks)")
 endif()

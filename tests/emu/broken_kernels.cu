@@ -79,6 +79,14 @@ __global__ void store_past_the_end_kernel(float* __restrict__ p,  // [n]
   if (threadIdx.x == 0) p[n] = 1.0f;
 }
 
+// Each thread loads the float4 that starts `offset` floats into its slice of four: misaligned unless offset
+// is a multiple of 4 (a float4 access needs 16-byte alignment).
+__global__ void load_float4_at_kernel(const float* __restrict__ in,           // [4 * blockDim.x + 4]
+                                      int offset, float* __restrict__ out) {  // [blockDim.x]
+  const float4 v = *reinterpret_cast<const float4*>(in + 4 * threadIdx.x + offset);
+  out[threadIdx.x] = v.x + v.y + v.z + v.w;
+}
+
 __global__ void barrier_with_threads_gone_kernel(float* __restrict__ out) {  // [blockDim.x]
   if (threadIdx.x >= blockDim.x / 2) return;
   out[threadIdx.x] = 1.0f;
@@ -164,6 +172,10 @@ void syncwarp_with_a_lane_missing(float* out, cudaStream_t stream) {
 
 void store_past_the_end(float* p, int n, cudaStream_t stream) {
   cuda::detail::launch<store_past_the_end_kernel>(1, 32, 0, stream, p, n);
+}
+
+void load_float4_at(const float* in, int offset, float* out, int threads, cudaStream_t stream) {
+  cuda::detail::launch<load_float4_at_kernel>(1, threads, 0, stream, in, offset, out);
 }
 
 void barrier_with_threads_gone(float* out, cudaStream_t stream) {

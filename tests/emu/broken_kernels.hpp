@@ -30,6 +30,9 @@ void syncwarp_with_a_lane_missing(float* out, cudaStream_t stream);
 
 // Writes p[n], one past the end of an allocation of n floats.
 void store_past_the_end(float* p, int n, cudaStream_t stream);
+// in: [4 * threads + 4], out: [threads]. Thread t loads the float4 at in + 4 t + offset: misaligned unless
+// offset is a multiple of 4.
+void load_float4_at(const float* in, int offset, float* out, int threads, cudaStream_t stream);
 
 // Half the block returns while the other half waits at __syncthreads().
 void barrier_with_threads_gone(float* out, cudaStream_t stream);

@@ -161,6 +161,42 @@ TEST_CASE("a store past the end of an allocation stops the kernel and names it",
 }
 #endif
 
+TEST_CASE("a misaligned float4 load stops the kernel with cudaErrorMisalignedAddress and names it",
+          "[emu][alignment]") {
+  // An H200 faults on a 16-byte access at an address 4 mod 16; a host core runs it (docs/emulation.md,
+  // "Alignment"). The twin, at offset 4 floats, is aligned and sums each slice.
+  const int threads = 40;
+  std::vector<float> values(4 * threads + 4);
+  for (std::size_t i = 0; i < values.size(); ++i)
+    values[i] = static_cast<float>(i);
+  const auto in = to_device(values);
+  DeviceBuffer<float> out(threads);
+  Stream s;
+  emu_test::load_float4_at(in.data(), 4, out.data(), threads, s.get());
+  s.synchronize();
+  const std::vector<float> sums = to_host(out);
+  for (int t = 0; t < threads; ++t) {
+    CAPTURE(t);
+    const float first = static_cast<float>(4 * t + 4);
+    CHECK(sums[static_cast<std::size_t>(t)] == 4 * first + 6);
+  }
+  emu_test::load_float4_at(in.data(), 1, out.data(), threads, s.get());
+  std::string message;
+  try {
+    s.synchronize();
+  } catch (const CudaError& e) {
+    message = e.what();
+  }
+  CAPTURE(message);
+  CHECK_THAT(message, Contains("cudaErrorMisalignedAddress") && Contains("load_float4_at_kernel") &&
+                          Contains("misaligned address") && Contains("float4") &&
+                          Contains("16-byte alignment (it is 4 mod 16)"));
+  // Sticky, as on a GPU: every later call on the device returns it.
+  CHECK(cudaDeviceSynchronize() == cudaErrorMisalignedAddress);
+  REQUIRE(cudaDeviceReset() == cudaSuccess);
+  static_cast<void>(cudaGetLastError());
+}
+
 TEST_CASE("a dependent kernel that reads its primary's output before its programmatic wait sees old values",
           "[emu]") {
   // The checking mode MNISTDP_EMU_PDL=overlap, the default: the dependent kernel runs up to its wait while

@@ -302,6 +302,7 @@ class Block {
     }
     events_.block_starts(launch_checks, count_, barriers_.size(), warps_.size());
     fault_.clear();
+    misaligned_.clear();
     from_ = kScheduler;
     shared_variables_.clear();
   }
@@ -357,11 +358,13 @@ class Block {
       // A GPU stops the kernel at its first illegal address; here the block stops at its next switch.
       if (events_.illegal_address()) throw Fault(cudaErrorIllegalAddress, events_.illegal_address_message());
       if (!fault_.empty()) throw Fault(cudaErrorLaunchFailure, fault_);
+      if (!misaligned_.empty()) throw Fault(cudaErrorMisalignedAddress, misaligned_);
       if (!runnable_.empty() || next_start_ < count_) {
         arrived(jump(take_next(), kScheduler));
       } else if (done_ == count_) {
         if (events_.illegal_address())
           throw Fault(cudaErrorIllegalAddress, events_.illegal_address_message());
+        if (!misaligned_.empty()) throw Fault(cudaErrorMisalignedAddress, misaligned_);
         return;
       } else if (grid_waiting_ == count_ - done_ && grid_waiting_ > 0) {
         if (done_ > 0) fail_at(-1, "threads exited while others wait at grid.sync()");
@@ -629,6 +632,24 @@ class Block {
     throw Fault(cudaErrorLaunchFailure, fault_);
   }
 
+ public:
+  // The running thread's access at `address` is not aligned to its type's `alignment`. The first such access
+  // of the block is recorded, and the block ends at its next switch with cudaErrorMisalignedAddress, sticky,
+  // as a GPU ends the kernel; the access itself goes ahead (the check runs inside the kernel's code, which it
+  // must not unwind).
+  void misaligned(std::uintptr_t address, unsigned alignment, const char* type) {
+    if (!misaligned_.empty()) return;
+    char text[200];
+    std::snprintf(
+        text, sizeof text,
+        ": misaligned address: an access of %s at 0x%llx, which needs %u-byte alignment (it is %llu "
+        "mod %u)",
+        type, static_cast<unsigned long long>(address), alignment,
+        static_cast<unsigned long long>(address % alignment), alignment);
+    misaligned_ = where(current_) + text;
+  }
+
+ private:
   std::string describe_waits() const {
     std::string out;
     for (std::size_t id = 0; id < barriers_.size(); ++id) {
@@ -806,6 +827,7 @@ class Block {
   SharedBytes dynamic_shared_{nullptr, SharedDelete{16, 0}};
   std::vector<SharedVariable> shared_variables_;
   std::string fault_;
+  std::string misaligned_;  // the block's first misaligned access (misaligned()), or empty
 };
 
 Block& block_of_caller(const char* builtin) {
@@ -836,6 +858,13 @@ void run_block(const LaunchSpec& spec, const std::function<void()>& body, uint3 
     throw;
   }
   block.finish();
+}
+
+bool misaligned_access(std::uintptr_t address, unsigned alignment, const char* type) {
+  if (!tls_block) return false;
+  const checks::InBuiltin builtin;
+  tls_block->misaligned(address, alignment, type);
+  return true;
 }
 
 void sync_threads() {

@@ -67,6 +67,11 @@ class ProgrammaticLink {
 // memory, or one of its shared variables); if so, where that memory begins and how long it is.
 bool block_shared_memory(std::uintptr_t address, std::uintptr_t* begin, std::size_t* bytes);
 
+// The running emulated thread's access at `address` of an object of `type` breaks that type's `alignment`:
+// its block ends at its next switch with cudaErrorMisalignedAddress (a Fault naming the kernel, the block,
+// the thread and the address), as a GPU ends the kernel. False, doing nothing, outside an emulated kernel.
+bool misaligned_access(std::uintptr_t address, unsigned alignment, const char* type);
+
 void run_block(const LaunchSpec& spec, const std::function<void()>& body, uint3 block, GridBarrier* grid,
                std::uint64_t seed, ProgrammaticLink* link, checks::LaunchChecks checks);
 

@@ -229,6 +229,7 @@ const char* cudaGetErrorName(cudaError_t error) {
     MNISTDP_EMU_NAME(cudaErrorLaunchOutOfResources)
     MNISTDP_EMU_NAME(cudaErrorPeerAccessAlreadyEnabled)
     MNISTDP_EMU_NAME(cudaErrorIllegalInstruction)
+    MNISTDP_EMU_NAME(cudaErrorMisalignedAddress)
     MNISTDP_EMU_NAME(cudaErrorLaunchFailure)
     MNISTDP_EMU_NAME(cudaErrorCooperativeLaunchTooLarge)
     MNISTDP_EMU_NAME(cudaErrorNotSupported)
