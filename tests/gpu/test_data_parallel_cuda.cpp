@@ -345,23 +345,15 @@ TEST_CASE("the same-device sum adds the buffers in replica order, to the bit", "
   };
   // Sizes around the block size, the gradient buffer's, and one past the grid-stride limit (4096 blocks of
   // 256 threads: a million emulated threads, minutes under a sanitizer, which preset emu runs instead).
-  const Case c = GENERATE(from_range(sweep<Case>({{1, 1000},
-                                                  {2, L::kGradCount},
-                                                  {3, 1},
-                                                  {3, 257},
-                                                  {5, L::kGradCount},
-                                                  {8, L::kGradCount},
-                                                  {3, 1100003},
-                                                  {64, 4099},
-                                                  {100, 1000}},
-                                                 {{1, 1000},
-                                                  {2, L::kGradCount},
-                                                  {3, 1},
-                                                  {3, 257},
-                                                  {5, L::kGradCount},
-                                                  {8, L::kGradCount},
-                                                  {64, 4099},
-                                                  {100, 1000}})));
+  constexpr std::size_t kPastStrideLimit = 1100003;
+  std::vector<Case> cases{
+      {1, 1000},          {2, L::kGradCount},    {3, 1},     {3, 257},   {5, L::kGradCount},
+      {8, L::kGradCount}, {3, kPastStrideLimit}, {64, 4099}, {100, 1000}};
+  if (kUnderSanitizer)
+    cases.erase(
+        std::remove_if(cases.begin(), cases.end(), [](const Case& k) { return k.n == kPastStrideLimit; }),
+        cases.end());
+  const Case c = GENERATE_COPY(from_range(cases));
   CAPTURE(c.replicas, c.n);
   Rng rng(1000u * static_cast<unsigned>(c.replicas) + c.n);
 
