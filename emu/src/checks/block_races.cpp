@@ -136,7 +136,7 @@ void Launch::access(const void* address, unsigned bytes, bool write, unsigned bl
   // mutex would be a synchronisation ThreadSanitizer sees, ordering the very blocks it is to check.
   while (busy_.test_and_set(std::memory_order_acquire))
     sched_yield();
-  const Touch now{block, thread, phase, fences};
+  const Touch now{block, thread, static_cast<std::uint32_t>(phase), fences};
   const std::size_t allocation = static_cast<std::size_t>(last.allocation - allocations_.data());
   operation_races::Conflict conflict;
   const auto between_operations = [&](std::uintptr_t unit, bool byte) {
@@ -169,8 +169,10 @@ Launch::Word& Launch::find(std::uintptr_t address) {
       if (w.generation == generation) find(w.address) = w;
   }
   const std::size_t mask = words.size() - 1;
-  // Fibonacci hashing: consecutive words spread over the table.
-  for (std::size_t i = (address * 0x9e3779b97f4a7c15ull) >> 20;; ++i) {
+  // The 16 words of a 64-byte line of memory in 16 slots side by side, the lines spread over the table by
+  // Fibonacci hashing: a thread's or a warp's neighbouring accesses find their records side by side too.
+  const std::uintptr_t line = address >> 6;
+  for (std::size_t i = ((line * 0x9e3779b97f4a7c15ull) >> 20 << 4) + ((address >> 2) & 15);; ++i) {
     Word& w = words[i & mask];
     if (w.generation != generation) {
       w = Word{};

@@ -86,18 +86,21 @@ class Launch {
 
   // Who touched a word of device memory: public, with the table of words, for the pool of tables that
   // block_races.cpp keeps.
+  // 16 bytes, so that a word's record fills one cache line: the check looks one up on every access. A phase
+  // is a count of grid.sync() calls, far below 2^32.
   struct Touch {
     unsigned block = 0, thread = 0;
-    std::uint64_t phase = ~std::uint64_t{0};  // none yet
+    std::uint32_t phase = ~std::uint32_t{0};  // none yet
     std::uint32_t fences = 0;                 // the thread's __threadfence() calls before the access
   };
-  struct Word {
+  struct alignas(64) Word {
     std::uintptr_t address = 0;
     std::uint64_t generation = 0;  // another than the table's: a free slot
     Touch writer;
     Touch reader;        // the first reader of the reader's phase
     Touch other_reader;  // the first reader from another block than `reader`'s, in that phase
   };
+  static_assert(sizeof(Word) == 64);
   // An open-addressed table of a power-of-two size, kept at most half full: the check runs on every access.
   // Its storage goes from one launch to the next: a new table of 64 Ki words a launch cost more in page
   // faults than the check itself. Each launch takes it with a generation of its own, so that the last
