@@ -343,6 +343,13 @@ class Block {
     tls_block = nullptr;
   }
 
+  // A GPU stops the kernel at its first illegal or misaligned address; here the block stops at its next
+  // switch, or its end, with the first one recorded.
+  void stop_at_recorded_access() {
+    if (events_.illegal_address()) throw Fault(cudaErrorIllegalAddress, events_.illegal_address_message());
+    if (!misaligned_.empty()) throw Fault(cudaErrorMisalignedAddress, misaligned_);
+  }
+
   void run() {
     tls_block = this;
     const dim3 g = spec_->grid;
@@ -355,16 +362,12 @@ class Block {
       }
     } reset{events_};
     while (true) {
-      // A GPU stops the kernel at its first illegal address; here the block stops at its next switch.
-      if (events_.illegal_address()) throw Fault(cudaErrorIllegalAddress, events_.illegal_address_message());
+      stop_at_recorded_access();
       if (!fault_.empty()) throw Fault(cudaErrorLaunchFailure, fault_);
-      if (!misaligned_.empty()) throw Fault(cudaErrorMisalignedAddress, misaligned_);
       if (!runnable_.empty() || next_start_ < count_) {
         arrived(jump(take_next(), kScheduler));
       } else if (done_ == count_) {
-        if (events_.illegal_address())
-          throw Fault(cudaErrorIllegalAddress, events_.illegal_address_message());
-        if (!misaligned_.empty()) throw Fault(cudaErrorMisalignedAddress, misaligned_);
+        stop_at_recorded_access();
         return;
       } else if (grid_waiting_ == count_ - done_ && grid_waiting_ > 0) {
         if (done_ > 0) fail_at(-1, "threads exited while others wait at grid.sync()");
